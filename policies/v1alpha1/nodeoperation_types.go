@@ -1,0 +1,217 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeOperation is one operation on one node and its audit record. The
+// remediator creates them for policy steps; a human may create one with
+// kubectl for planned maintenance, and it then passes the same budgets and
+// lifecycle. The spec is immutable: what was asked for stays on record.
+// Finished operations are kept for a retention period before the remediator
+// deletes them.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=nop,categories=kubemedic
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policy`
+// +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.spec.step`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`
+type NodeOperation struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec NodeOperationSpec `json:"spec"`
+	// +optional
+	Status NodeOperationStatus `json:"status,omitempty"`
+}
+
+// NodeOperationSpec is what to do to which node, and why.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable; create a new NodeOperation instead"
+// +kubebuilder:validation:XValidation:rule="has(self.operation) != (has(self.quarantine) && self.quarantine)",message="set exactly one of operation or quarantine: true"
+// +kubebuilder:validation:XValidation:rule="!has(self.step) || has(self.policy)",message="step is set only together with policy"
+type NodeOperationSpec struct {
+	// NodeName is the target node.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName"`
+
+	// Operation names the NodeOperationTemplate to run.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Operation string `json:"operation,omitempty"`
+
+	// Quarantine cordons and taints the node instead of running an operation.
+	// +optional
+	Quarantine bool `json:"quarantine,omitempty"`
+
+	// Policy is the RemediationPolicy that created the operation; empty for
+	// manual operations, whose safety limits are then those of every policy
+	// that selects the node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Policy string `json:"policy,omitempty"`
+
+	// Step is the policy's ladder step.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Step string `json:"step,omitempty"`
+
+	// Cordon marks the node unschedulable first.
+	// +optional
+	Cordon bool `json:"cordon,omitempty"`
+
+	// Drain evicts pods first; it implies cordon.
+	// +optional
+	Drain *DrainSpec `json:"drain,omitempty"`
+
+	// Timeout bounds the operation; empty takes the template's.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// HealthyFor is how long the trigger condition must stay False before the
+	// operation succeeds. Zero skips the condition check.
+	// +optional
+	HealthyFor *metav1.Duration `json:"healthyFor,omitempty"`
+
+	// Urgent lets the operation run outside maintenance windows.
+	// +optional
+	Urgent bool `json:"urgent,omitempty"`
+
+	// DryRun records the decision without touching the node.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+
+	// Reason says in words why the operation exists.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+
+	// Trigger is the node condition that caused the operation, as it was.
+	// +optional
+	Trigger *TriggerCondition `json:"trigger,omitempty"`
+}
+
+// TriggerCondition is a copy of the node condition that caused an operation.
+type TriggerCondition struct {
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	Type string `json:"type"`
+	// +required
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Status corev1.ConditionStatus `json:"status"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=32768
+	Message string `json:"message,omitempty"`
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// NodeOperationPhase is where an operation is in its lifecycle.
+// +kubebuilder:validation:Enum=Pending;WaitingForBudget;Cordoning;Draining;Running;Verifying;Succeeded;Failed;Skipped
+type NodeOperationPhase string
+
+// The lifecycle: Pending → WaitingForBudget → Cordoning → Draining → Running
+// → Verifying → Succeeded | Failed | Skipped.
+const (
+	PhasePending          NodeOperationPhase = "Pending"
+	PhaseWaitingForBudget NodeOperationPhase = "WaitingForBudget"
+	PhaseCordoning        NodeOperationPhase = "Cordoning"
+	PhaseDraining         NodeOperationPhase = "Draining"
+	PhaseRunning          NodeOperationPhase = "Running"
+	PhaseVerifying        NodeOperationPhase = "Verifying"
+	PhaseSucceeded        NodeOperationPhase = "Succeeded"
+	PhaseFailed           NodeOperationPhase = "Failed"
+	PhaseSkipped          NodeOperationPhase = "Skipped"
+)
+
+// Finished reports whether the phase is final.
+func (p NodeOperationPhase) Finished() bool {
+	return p == PhaseSucceeded || p == PhaseFailed || p == PhaseSkipped
+}
+
+// NodeOperationStatus is the observed progress of an operation.
+type NodeOperationStatus struct {
+	// Phase is where the operation is.
+	// +optional
+	Phase NodeOperationPhase `json:"phase,omitempty"`
+	// Message says in words what is happening or what blocks it, e.g. the
+	// limit that holds it in WaitingForBudget.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// PodName is the operation pod in the kubemedic namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PodName string `json:"podName,omitempty"`
+	// BootID is the node's boot ID when the operation started, to recognise
+	// a reboot.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	BootID string `json:"bootID,omitempty"`
+	// Parameters are the values taken from the trigger, as passed to the pod.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Parameters []TemplateEnvVar `json:"parameters,omitempty"`
+	// StartTime is when the operation left WaitingForBudget.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when it reached a final phase.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Conditions: Cordoned, Drained, OperationSucceeded, Verified.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Condition types of NodeOperation.
+const (
+	// OperationCordoned is True once the node is cordoned for the operation.
+	OperationCordoned = "Cordoned"
+	// OperationDrained is True once the drain finished.
+	OperationDrained = "Drained"
+	// OperationSucceeded is True when the success criterion was met.
+	OperationSucceeded = "OperationSucceeded"
+	// OperationVerified is True when the node passed verification.
+	OperationVerified = "Verified"
+)
+
+// Reasons of NodeOperation conditions and Events that policies, alerts and
+// runbooks key on.
+const (
+	ReasonAttemptCapReached = "AttemptCapReached"
+	ReasonLadderExhausted   = "LadderExhausted"
+	ReasonDryRun            = "DryRun"
+	ReasonBreakerOpen       = "BreakerOpen"
+	ReasonMaxConcurrent     = "MaxConcurrent"
+	ReasonFailureDomain     = "FailureDomainBudget"
+	ReasonNodeCooldown      = "NodeCooldown"
+	ReasonOutsideWindow     = "OutsideMaintenanceWindow"
+	ReasonPaused            = "Paused"
+)
+
+// +kubebuilder:object:root=true
+
+// NodeOperationList is a list of NodeOperation.
+type NodeOperationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeOperation `json:"items"`
+}

@@ -1,0 +1,215 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeOperationTemplate is a reusable operation (reset-gpu, reboot,
+// restart-kubelet, remount-nfs, drain-only) that RemediationPolicy steps and
+// hand-written NodeOperations refer to by name.
+//
+// The pod surface is deliberately narrow — one container, host paths, host
+// PID/network and a security context — so that a reviewer can see at a glance
+// what an operation may do on a node. The remediator adds nodeName, the
+// tolerations for unschedulable and quarantined nodes, the owner reference
+// and the KUBEMEDIC_* environment.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=notpl,categories=kubemedic
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`
+// +kubebuilder:printcolumn:name="Success",type=string,JSONPath=`.spec.successCriterion`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeOperationTemplate struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec NodeOperationTemplateSpec `json:"spec"`
+}
+
+// SuccessCriterion says how the remediator knows an operation worked.
+// +kubebuilder:validation:Enum=PodSucceeded;NodeRebooted;None
+type SuccessCriterion string
+
+const (
+	// SuccessPodSucceeded: the operation pod exited 0.
+	SuccessPodSucceeded SuccessCriterion = "PodSucceeded"
+	// SuccessNodeRebooted: the node's boot ID changed and the node is Ready
+	// again. For reboots, whose pod dies with the node.
+	SuccessNodeRebooted SuccessCriterion = "NodeRebooted"
+	// SuccessNone: nothing runs (drain-only); the operation succeeds once the
+	// cordon and drain are done.
+	SuccessNone SuccessCriterion = "None"
+)
+
+// NodeOperationTemplateSpec is the operation pod and how to judge it.
+// +kubebuilder:validation:XValidation:rule="self.successCriterion == 'None' ? !has(self.image) : has(self.image)",message="image is required unless successCriterion is None, and must be empty when it is None"
+type NodeOperationTemplateSpec struct {
+	// Description tells a reviewer what the operation does and what it needs.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Description string `json:"description,omitempty"`
+
+	// SuccessCriterion says how success is recognised.
+	// +optional
+	// +kubebuilder:default=PodSucceeded
+	SuccessCriterion SuccessCriterion `json:"successCriterion,omitempty"`
+
+	// Image of the operation container.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// Command of the operation container.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	Command []string `json:"command,omitempty"`
+
+	// Args of the operation container.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	Args []string `json:"args,omitempty"`
+
+	// Env of the operation container, on top of the KUBEMEDIC_* variables and
+	// the parameters.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Env []TemplateEnvVar `json:"env,omitempty"`
+
+	// Parameters are taken from the triggering condition's message and
+	// passed as environment variables, e.g. the PCI bus ID of a GPU to reset.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Parameters []Parameter `json:"parameters,omitempty"`
+
+	// HostPID runs the pod in the host PID namespace (needed for nsenter).
+	// +optional
+	HostPID bool `json:"hostPID,omitempty"`
+
+	// HostNetwork runs the pod in the host network namespace.
+	// +optional
+	HostNetwork bool `json:"hostNetwork,omitempty"`
+
+	// Privileged runs the container privileged.
+	// +optional
+	Privileged bool `json:"privileged,omitempty"`
+
+	// Capabilities added to the container, when not privileged.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^[A-Z_]+$`
+	// +kubebuilder:validation:items:MaxLength=64
+	Capabilities []string `json:"capabilities,omitempty"`
+
+	// HostPaths mounted into the container.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	HostPaths []HostPathMount `json:"hostPaths,omitempty"`
+
+	// ServiceAccountName the pod runs as; empty runs without a token.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// Resources of the container.
+	// +optional
+	Resources *TemplateResources `json:"resources,omitempty"`
+
+	// Timeout is the default time limit for the operation; a step's timeout
+	// overrides it.
+	// +optional
+	// +kubebuilder:default="10m"
+	Timeout metav1.Duration `json:"timeout,omitempty"`
+}
+
+// TemplateEnvVar is a literal environment variable.
+type TemplateEnvVar struct {
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Name string `json:"name"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Value string `json:"value,omitempty"`
+}
+
+// Parameter extracts a value from the triggering condition's message.
+type Parameter struct {
+	// Name of the environment variable, e.g. GPU_BUS_ID.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Name string `json:"name"`
+
+	// MessageRegex is an RE2 regular expression with exactly one capture
+	// group, applied to the condition message; the group is the value.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	MessageRegex string `json:"messageRegex"`
+
+	// Required fails the operation (instead of running it without the
+	// variable) when the message does not match.
+	// +optional
+	Required bool `json:"required,omitempty"`
+}
+
+// HostPathMount mounts a host path into the operation container.
+type HostPathMount struct {
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Path on the host.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	Path string `json:"path"`
+	// MountPath in the container.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	MountPath string `json:"mountPath"`
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// MountPropagation, e.g. Bidirectional for remounting.
+	// +optional
+	// +kubebuilder:validation:Enum=None;HostToContainer;Bidirectional
+	MountPropagation *corev1.MountPropagationMode `json:"mountPropagation,omitempty"`
+}
+
+// TemplateResources are the container's requests and limits.
+type TemplateResources struct {
+	// +optional
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+	// +optional
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// NodeOperationTemplateList is a list of NodeOperationTemplate.
+type NodeOperationTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeOperationTemplate `json:"items"`
+}

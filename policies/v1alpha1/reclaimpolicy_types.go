@@ -1,0 +1,146 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterReclaimPolicy is the janitor's cluster-wide policy: when a GPU pod
+// is idle, too old or stuck pending, its owner is told on Slack and, after a
+// grace period, the pod is reclaimed. Its values are ceilings: a namespaced
+// ReclaimPolicy may only tighten them for its namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=crp,categories=kubemedic
+// +kubebuilder:printcolumn:name="Idle",type=string,JSONPath=`.spec.idle.window`
+// +kubebuilder:printcolumn:name="MaxLifetime",type=string,JSONPath=`.spec.maxLifetime`
+// +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.spec.dryRun`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterReclaimPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ClusterReclaimPolicySpec `json:"spec"`
+}
+
+// ClusterReclaimPolicySpec is the cluster-wide reclaim rule set.
+type ClusterReclaimPolicySpec struct {
+	ReclaimRules `json:",inline"`
+
+	// NamespaceSelector picks the namespaces the policy governs; empty
+	// selects all. When several cluster policies select a namespace, each
+	// field takes the tightest value among them.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// ExemptNamespaces are never reclaimed (system and serving namespaces).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=128
+	// +kubebuilder:validation:items:MaxLength=63
+	ExemptNamespaces []string `json:"exemptNamespaces,omitempty"`
+
+	// ExemptPodSelector: pods it selects are never reclaimed. Only cluster
+	// admins set it, so researchers cannot exempt themselves.
+	// +optional
+	ExemptPodSelector *metav1.LabelSelector `json:"exemptPodSelector,omitempty"`
+}
+
+// ReclaimPolicy tightens the ClusterReclaimPolicy for one namespace. Every
+// value it sets must be at least as strict as that of each cluster policy
+// that selects the namespace: the janitor (and `kubemedic policy validate`,
+// for the cluster policies in the same set of files) reject looser values,
+// since CEL cannot see other objects. Stricter means a shorter idle window,
+// lifetime, pending time or grace period and a higher idle threshold.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,shortName=rcp,categories=kubemedic
+// +kubebuilder:printcolumn:name="Idle",type=string,JSONPath=`.spec.idle.window`
+// +kubebuilder:printcolumn:name="MaxLifetime",type=string,JSONPath=`.spec.maxLifetime`
+// +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.spec.dryRun`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ReclaimPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ReclaimPolicySpec `json:"spec"`
+}
+
+// ReclaimPolicySpec is a namespace's reclaim rules.
+type ReclaimPolicySpec struct {
+	ReclaimRules `json:",inline"`
+
+	// PodSelector narrows the pods in the namespace the policy applies to;
+	// empty selects all GPU pods.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+}
+
+// ReclaimRules are the limits shared by cluster and namespaced policies.
+// Unset fields impose no limit of their own.
+// +kubebuilder:validation:XValidation:rule="has(self.idle) || has(self.maxLifetime) || has(self.maxPending)",message="set at least one of idle, maxLifetime or maxPending"
+type ReclaimRules struct {
+	// Description tells researchers what the rules are and why.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+
+	// Idle reclaims pods whose GPUs stay below a utilisation threshold for a
+	// window. Missing metrics never count as idle.
+	// +optional
+	Idle *IdleRule `json:"idle,omitempty"`
+
+	// MaxLifetime reclaims GPU pods running longer than this.
+	// +optional
+	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
+
+	// MaxPending reclaims GPU pods pending (unscheduled) longer than this.
+	// +optional
+	MaxPending *metav1.Duration `json:"maxPending,omitempty"`
+
+	// GracePeriod is the time between the Slack notice to the owner and
+	// the reclaim.
+	// +optional
+	// +kubebuilder:default="1h"
+	GracePeriod metav1.Duration `json:"gracePeriod,omitempty"`
+
+	// DryRun notifies and records but reclaims nothing. A cluster policy in
+	// dry run keeps every namespace it selects in dry run.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// IdleRule defines an idle GPU pod.
+type IdleRule struct {
+	// UtilizationBelowPercent: a pod is idle while the GPU utilisation of
+	// every GPU it holds stays below this percentage.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	UtilizationBelowPercent int32 `json:"utilizationBelowPercent"`
+
+	// Window is how long the pod must stay idle.
+	// +required
+	Window metav1.Duration `json:"window"`
+}
+
+// +kubebuilder:object:root=true
+
+// ClusterReclaimPolicyList is a list of ClusterReclaimPolicy.
+type ClusterReclaimPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterReclaimPolicy `json:"items"`
+}
+
+// +kubebuilder:object:root=true
+
+// ReclaimPolicyList is a list of ReclaimPolicy.
+type ReclaimPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ReclaimPolicy `json:"items"`
+}

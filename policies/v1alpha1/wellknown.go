@@ -1,0 +1,29 @@
+package v1alpha1
+
+// Labels, annotations and taints that kubemedic reads or writes on Nodes and
+// its own objects. They are API: ops write them in runbooks and selectors.
+const (
+	// LabelRemediation on a Node set to RemediationDisabled opts the node out
+	// of every RemediationPolicy. Nodes with it still count for the breaker.
+	LabelRemediation = "kubemedic.io/remediation"
+	// RemediationDisabled is the value of LabelRemediation that opts a node out.
+	RemediationDisabled = "disabled"
+
+	// LabelPolicy on a NodeOperation names the RemediationPolicy that created it.
+	LabelPolicy = "kubemedic.io/policy"
+	// LabelNode on a NodeOperation and its Pod names the target Node.
+	LabelNode = "kubemedic.io/node"
+
+	// AnnotationCordonedBy on a Node records that kubemedic cordoned it (the
+	// value is the NodeOperation name), so that kubemedic uncordons only what
+	// it cordoned itself and never undoes a human's cordon.
+	AnnotationCordonedBy = "kubemedic.io/cordoned-by"
+	// AnnotationResetBreaker on a RemediationPolicy, set by a human to any new
+	// value, closes an open circuit breaker at once.
+	AnnotationResetBreaker = "kubemedic.io/reset-breaker"
+
+	// TaintQuarantined is put on a Node (effect NoSchedule) when its
+	// remediation ladder is exhausted or its attempt cap is reached. Only a
+	// human removes it.
+	TaintQuarantined = "kubemedic.io/quarantined"
+)
