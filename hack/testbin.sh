@@ -113,9 +113,7 @@ build_kwok() {
 }
 
 kwok_stages() {
-  local src
-  src=$(cd "$WORK/kwok-src" 2>/dev/null && pwd || true)
-  local m="$WORK/kwok-stages"
+  local src m="$WORK/kwok-stages"
   mkdir -p "$m"
   (cd "$m" && go mod init testbin/kwokstages >/dev/null 2>&1 || true)
   local dirjson

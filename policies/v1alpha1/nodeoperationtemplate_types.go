@@ -133,7 +133,7 @@ type NodeOperationTemplateSpec struct {
 	// overrides it.
 	// +optional
 	// +kubebuilder:default="10m"
-	Timeout metav1.Duration `json:"timeout,omitempty"`
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // TemplateEnvVar is a literal environment variable.

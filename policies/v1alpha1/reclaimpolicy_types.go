@@ -1,8 +1,14 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// DefaultGracePeriod is the grace period between notice and reclaim when no
+// policy sets one.
+const DefaultGracePeriod = time.Hour
 
 // ClusterReclaimPolicy is the janitor's cluster-wide policy: when a GPU pod
 // is idle, too old or stuck pending, its owner is told on Slack and, after a
@@ -102,10 +108,10 @@ type ReclaimRules struct {
 	MaxPending *metav1.Duration `json:"maxPending,omitempty"`
 
 	// GracePeriod is the time between the Slack notice to the owner and
-	// the reclaim.
+	// the reclaim. Unset: a namespaced policy inherits the cluster policy's,
+	// and a cluster policy uses DefaultGracePeriod.
 	// +optional
-	// +kubebuilder:default="1h"
-	GracePeriod metav1.Duration `json:"gracePeriod,omitempty"`
+	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
 
 	// DryRun notifies and records but reclaims nothing. A cluster policy in
 	// dry run keeps every namespace it selects in dry run.

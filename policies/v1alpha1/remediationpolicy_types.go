@@ -70,6 +70,7 @@ type RemediationPolicySpec struct {
 
 	// Safety holds the limits that every new operation must pass.
 	// +optional
+	// +kubebuilder:default={}
 	Safety Safety `json:"safety,omitempty"`
 
 	// Priority decides between policies that match the same node: the highest
@@ -117,12 +118,12 @@ type ConditionMatch struct {
 	// lastTransitionTime, before the node becomes a target.
 	// +optional
 	// +kubebuilder:default="5m"
-	For metav1.Duration `json:"for,omitempty"`
+	For *metav1.Duration `json:"for,omitempty"`
 }
 
 // RemediationStep is one rung of the escalation ladder.
 // +kubebuilder:validation:XValidation:rule="has(self.operation) != (has(self.quarantine) && self.quarantine)",message="a step sets exactly one of operation or quarantine: true"
-// +kubebuilder:validation:XValidation:rule="!(has(self.quarantine) && self.quarantine) || (!has(self.drain) && !has(self.timeout))",message="a quarantine step takes no drain or timeout"
+// +kubebuilder:validation:XValidation:rule="!(has(self.quarantine) && self.quarantine) || !has(self.drain)",message="a quarantine step takes no drain: it cordons and taints, and leaves the pods to a human"
 type RemediationStep struct {
 	// Name identifies the step in NodeOperations, Events and metrics.
 	// +required
@@ -155,20 +156,20 @@ type RemediationStep struct {
 	// criterion. Past it the step has failed.
 	// +optional
 	// +kubebuilder:default="15m"
-	Timeout metav1.Duration `json:"timeout,omitempty"`
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// HealthyFor is how long the triggering condition must stay False after
 	// the operation before the step counts as a success and the node is
 	// uncordoned.
 	// +optional
 	// +kubebuilder:default="2m"
-	HealthyFor metav1.Duration `json:"healthyFor,omitempty"`
+	HealthyFor *metav1.Duration `json:"healthyFor,omitempty"`
 
 	// RecoveryTimeout is how long to wait, after the operation, for the
 	// condition to clear before escalating to the next step.
 	// +optional
 	// +kubebuilder:default="10m"
-	RecoveryTimeout metav1.Duration `json:"recoveryTimeout,omitempty"`
+	RecoveryTimeout *metav1.Duration `json:"recoveryTimeout,omitempty"`
 
 	// Urgent lets the step run outside the maintenance windows. Every other
 	// safety limit still applies.
@@ -197,7 +198,7 @@ type DrainSpec struct {
 	// Timeout bounds the whole drain.
 	// +optional
 	// +kubebuilder:default="10m"
-	Timeout metav1.Duration `json:"timeout,omitempty"`
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// Mode applies to pods that no rule matches.
 	// +optional
@@ -252,7 +253,7 @@ type Safety struct {
 	// maxUnhealthy before the breaker closes again by itself.
 	// +optional
 	// +kubebuilder:default="15m"
-	BreakerCooldown metav1.Duration `json:"breakerCooldown,omitempty"`
+	BreakerCooldown *metav1.Duration `json:"breakerCooldown,omitempty"`
 
 	// MaxConcurrent caps the policy's active operations: a count >= 1 or a
 	// percentage of the selected nodes (rounded down, but at least 1).
@@ -271,7 +272,7 @@ type Safety struct {
 	// node and the start of the next one on the same node.
 	// +optional
 	// +kubebuilder:default="30m"
-	NodeCooldown metav1.Duration `json:"nodeCooldown,omitempty"`
+	NodeCooldown *metav1.Duration `json:"nodeCooldown,omitempty"`
 
 	// AttemptCap bounds the operations per node in a sliding window. Beyond
 	// it the node is quarantined.
@@ -315,7 +316,7 @@ type AttemptCap struct {
 	// Window is the sliding window the attempts are counted in.
 	// +optional
 	// +kubebuilder:default="24h"
-	Window metav1.Duration `json:"window,omitempty"`
+	Window *metav1.Duration `json:"window,omitempty"`
 }
 
 // Weekday is a day of the week, in English, three letters.

@@ -1,0 +1,103 @@
+package policies
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+)
+
+// Defaults the API server applies from the CRD schema. SetDefaults applies the
+// same values so that the CLI sees what the cluster will store; a test checks
+// the two agree.
+const (
+	DefaultConditionFor     = 5 * time.Minute
+	DefaultStepTimeout      = 15 * time.Minute
+	DefaultHealthyFor       = 2 * time.Minute
+	DefaultRecoveryTimeout  = 10 * time.Minute
+	DefaultDrainTimeout     = 10 * time.Minute
+	DefaultBreakerCooldown  = 15 * time.Minute
+	DefaultNodeCooldown     = 30 * time.Minute
+	DefaultAttemptWindow    = 24 * time.Hour
+	DefaultTemplateTimeout  = 10 * time.Minute
+	DefaultMaxUnhealthy     = "30%"
+	DefaultMaxConcurrent    = 1
+	DefaultTimeZone         = "UTC"
+	DefaultConditionStatus  = corev1.ConditionTrue
+	DefaultSuccessCriterion = v1alpha1.SuccessPodSucceeded
+)
+
+// SetDefaults fills unset fields of a kubemedic object with the defaults the
+// API server would apply. Objects of other types are left alone.
+func SetDefaults(obj runtime.Object) {
+	switch o := obj.(type) {
+	case *v1alpha1.RemediationPolicy:
+		defaultRemediationPolicy(&o.Spec)
+	case *v1alpha1.NodeOperationTemplate:
+		if o.Spec.SuccessCriterion == "" {
+			o.Spec.SuccessCriterion = DefaultSuccessCriterion
+		}
+		defaultDuration(&o.Spec.Timeout, DefaultTemplateTimeout)
+	case *v1alpha1.NodeOperation:
+		if o.Spec.Drain != nil {
+			defaultDrain(o.Spec.Drain)
+		}
+	}
+}
+
+func defaultRemediationPolicy(s *v1alpha1.RemediationPolicySpec) {
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		if c.Status == "" {
+			c.Status = DefaultConditionStatus
+		}
+		defaultDuration(&c.For, DefaultConditionFor)
+	}
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		defaultDuration(&st.Timeout, DefaultStepTimeout)
+		defaultDuration(&st.HealthyFor, DefaultHealthyFor)
+		defaultDuration(&st.RecoveryTimeout, DefaultRecoveryTimeout)
+		if st.Drain != nil {
+			defaultDrain(st.Drain)
+		}
+	}
+	sf := &s.Safety
+	if sf.MaxUnhealthy == nil {
+		v := intstr.FromString(DefaultMaxUnhealthy)
+		sf.MaxUnhealthy = &v
+	}
+	defaultDuration(&sf.BreakerCooldown, DefaultBreakerCooldown)
+	if sf.MaxConcurrent == nil {
+		v := intstr.FromInt32(DefaultMaxConcurrent)
+		sf.MaxConcurrent = &v
+	}
+	defaultDuration(&sf.NodeCooldown, DefaultNodeCooldown)
+	if sf.AttemptCap != nil {
+		defaultDuration(&sf.AttemptCap.Window, DefaultAttemptWindow)
+	}
+	for i := range sf.MaintenanceWindows {
+		if sf.MaintenanceWindows[i].TimeZone == "" {
+			sf.MaintenanceWindows[i].TimeZone = DefaultTimeZone
+		}
+	}
+}
+
+func defaultDrain(d *v1alpha1.DrainSpec) {
+	defaultDuration(&d.Timeout, DefaultDrainTimeout)
+	if d.Mode == "" {
+		d.Mode = v1alpha1.DrainEvict
+	}
+}
+
+// defaultDuration sets *d when it is unset. An explicit "0s" is kept, as the
+// API server keeps it.
+func defaultDuration(d **metav1.Duration, v time.Duration) {
+	if *d == nil {
+		*d = &metav1.Duration{Duration: v}
+	}
+}
