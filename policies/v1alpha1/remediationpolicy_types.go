@@ -118,6 +118,7 @@ type ConditionMatch struct {
 	// lastTransitionTime, before the node becomes a target.
 	// +optional
 	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	For *metav1.Duration `json:"for,omitempty"`
 }
 
@@ -156,6 +157,7 @@ type RemediationStep struct {
 	// criterion. Past it the step has failed.
 	// +optional
 	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// HealthyFor is how long the triggering condition must stay False after
@@ -163,12 +165,14 @@ type RemediationStep struct {
 	// uncordoned.
 	// +optional
 	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	HealthyFor *metav1.Duration `json:"healthyFor,omitempty"`
 
 	// RecoveryTimeout is how long to wait, after the operation, for the
 	// condition to clear before escalating to the next step.
 	// +optional
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	RecoveryTimeout *metav1.Duration `json:"recoveryTimeout,omitempty"`
 
 	// Urgent lets the step run outside the maintenance windows. Every other
@@ -198,6 +202,7 @@ type DrainSpec struct {
 	// Timeout bounds the whole drain.
 	// +optional
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// Mode applies to pods that no rule matches.
@@ -253,6 +258,7 @@ type Safety struct {
 	// maxUnhealthy before the breaker closes again by itself.
 	// +optional
 	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	BreakerCooldown *metav1.Duration `json:"breakerCooldown,omitempty"`
 
 	// MaxConcurrent caps the policy's active operations: a count >= 1 or a
@@ -272,6 +278,7 @@ type Safety struct {
 	// node and the start of the next one on the same node.
 	// +optional
 	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	NodeCooldown *metav1.Duration `json:"nodeCooldown,omitempty"`
 
 	// AttemptCap bounds the operations per node in a sliding window. Beyond
@@ -316,6 +323,7 @@ type AttemptCap struct {
 	// Window is the sliding window the attempts are counted in.
 	// +optional
 	// +kubebuilder:default="24h"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Window *metav1.Duration `json:"window,omitempty"`
 }
 

@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitInvalid = 1 // problems found: invalid policies, missing or empty files
+	ExitUsage   = 2 // bad flags or arguments
+)
+
+// exitError carries an exit code out of a command whose output is printed.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Main runs the CLI with args and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := NewRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintf(stderr, "kubemedic: %v\nRun 'kubemedic --help' for usage.\n", err)
+		return ExitUsage
+	}
+}
+
+// NewRootCommand builds the kubemedic command tree.
+func NewRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kubemedic",
+		Short: "Operate kubemedic, the self-healing layer for Kubernetes GPU clusters",
+		Long: `kubemedic keeps GPU nodes healthy: node detectors set conditions (GPULost,
+GPUXidError, GPUMemoryUnhealthy, PodProcessesStuck, NFSMountUnhealthy,
+NetworkInterfaceDown), the remediator turns them into audited NodeOperations
+behind safety limits, the alertbridge files GitHub issues, and the janitor
+reclaims idle GPU pods.
+
+This CLI checks the policy files ops write before they reach a cluster, and
+runs a local demo cluster of simulated GPU nodes.`,
+		Example: `  # Check every policy in a directory, as CI would
+  kubemedic policy validate -f policies/examples/
+
+  # Start a local control plane with 16 simulated GPU nodes and the examples
+  kubemedic demo`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newPolicyCommand(stdout, stderr), newDemoCommand(stdout, stderr))
+	return root
+}
+
+func newPolicyCommand(stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Work with kubemedic policy files",
+	}
+	cmd.AddCommand(newValidateCommand(stdout, stderr))
+	return cmd
+}
