@@ -25,8 +25,8 @@ build: ## Build every binary into bin/
 testbin: ## Build kube-apiserver, etcd, kwok and NPD into the versioned cache (idempotent)
 	hack/testbin.sh
 
-test: testbin ## Run every test, integration tests included, against a real kube-apiserver + etcd
-	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" go test $(GO_TEST_FLAGS) ./...
+test: testbin $(CONTROLLER_GEN) ## Run every test, integration tests included, against a real kube-apiserver + etcd
+	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" CONTROLLER_GEN=$(CONTROLLER_GEN) go test $(GO_TEST_FLAGS) ./...
 
 unit: ## Run only the tests that need no test binaries
 	go test -count=1 -short ./...

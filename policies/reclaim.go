@@ -61,7 +61,7 @@ func CheckReclaimOverride(ns *v1alpha1.ReclaimPolicy, c *v1alpha1.ClusterReclaim
 			looser(p.Child("idle", "utilizationBelowPercent"), ni.UtilizationBelowPercent, ci.UtilizationBelowPercent, "use a threshold at least as high")
 		}
 		if ni.Window.Duration > ci.Window.Duration {
-			looser(p.Child("idle", "window"), ni.Window.Duration, ci.Window.Duration, "use a window at most as long")
+			looser(p.Child("idle", "window"), ni.Window.Duration.String(), ci.Window.Duration, "use a window at most as long")
 		}
 	}
 	for _, d := range []struct {
@@ -73,7 +73,7 @@ func CheckReclaimOverride(ns *v1alpha1.ReclaimPolicy, c *v1alpha1.ClusterReclaim
 		{"gracePeriod", ns.Spec.GracePeriod, clusterGrace(c)},
 	} {
 		if d.ns != nil && d.limit != nil && d.ns.Duration > d.limit.Duration {
-			looser(p.Child(d.name), d.ns.Duration, d.limit.Duration, "use a duration at most as long")
+			looser(p.Child(d.name), d.ns.Duration.String(), d.limit.Duration, "use a duration at most as long")
 		}
 	}
 	return errs
