@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 
 CONTROLLER_GEN_VERSION ?= v0.20.0
-STATICCHECK_VERSION    ?= 2026.1
+STATICCHECK_VERSION    ?= v0.8.2
 TOOLS_DIR  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubemedic/tools
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 STATICCHECK    := $(TOOLS_DIR)/staticcheck-$(STATICCHECK_VERSION)

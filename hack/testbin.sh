@@ -72,10 +72,12 @@ GO
     && go mod tidy && go build -trimpath -o "$DIR/etcd.tmp" . && mv "$DIR/etcd.tmp" "$DIR/etcd")
 }
 
-build_apiserver() {
-  local m="$WORK/apiserver"
-  mkdir -p "$m"
-  go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}" >"$WORK/k8s.json"
+# k8s_gomod writes $WORK/apiserver-go.mod: a module that requires
+# k8s.io/kubernetes and pins every staging repo it replaces with ./staging/...
+# to the published version of the same release.
+k8s_gomod() {
+  [[ -f "$WORK/apiserver-go.mod" ]] && return 0
+  (cd "$WORK" && go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}") >"$WORK/k8s.json"
   local gomod
   gomod=$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' "$WORK/k8s.json")
   [[ -f "$gomod" ]] || { echo "no go.mod for k8s.io/kubernetes@${KUBE_VERSION}"; return 1; }
@@ -86,10 +88,15 @@ build_apiserver() {
     echo
     echo "require k8s.io/kubernetes ${KUBE_VERSION}"
     echo
-    # Every staging repo the kubernetes module replaces with ./staging/... is
-    # pinned to the published version of the same release instead.
     grep -E '^\s*k8s\.io/[^ ]+ => \./staging/' "$gomod" | awk -v v="$KUBE_STAGING_VERSION" '{print "replace " $1 " => " $1 " " v}'
-  } >"$m/go.mod"
+  } >"$WORK/apiserver-go.mod"
+}
+
+build_apiserver() {
+  local m="$WORK/apiserver"
+  mkdir -p "$m"
+  k8s_gomod
+  cp "$WORK/apiserver-go.mod" "$m/go.mod"
   cat >"$m/main.go" <<'GO'
 package main
 
@@ -103,6 +110,28 @@ import (
 func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }
 GO
   (cd "$m" && go mod tidy && go build -trimpath -o "$DIR/kube-apiserver.tmp" . && mv "$DIR/kube-apiserver.tmp" "$DIR/kube-apiserver")
+}
+
+build_kubectl() {
+  # The same throwaway-module trick as kube-apiserver: k8s.io/kubectl is one
+  # of the staging repos, so the version matches the API server exactly.
+  local m="$WORK/kubectl"
+  mkdir -p "$m"
+  k8s_gomod
+  sed 's|^module .*|module testbin/kubectl|' "$WORK/apiserver-go.mod" >"$m/go.mod"
+  cat >"$m/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubectl/pkg/cmd"
+)
+
+func main() { os.Exit(cli.Run(cmd.NewDefaultKubectlCommand())) }
+GO
+  (cd "$m" && go mod tidy && go build -trimpath -o "$DIR/kubectl.tmp" . && mv "$DIR/kubectl.tmp" "$DIR/kubectl")
 }
 
 build_kwok() {
@@ -144,11 +173,12 @@ build_npd() {
 echo "testbin: cache $DIR"
 have etcd || run etcd "build etcd ${ETCD_VERSION} (about 30s)" build_etcd
 have kube-apiserver || run kube-apiserver "build kube-apiserver ${KUBE_VERSION} (about 5 min on 2 cores)" build_apiserver
+have kubectl || run kubectl "build kubectl ${KUBE_VERSION} (about 2 min)" build_kubectl
 have kwok || run kwok "build kwok ${KWOK_VERSION} (about 1 min)" build_kwok
 [[ -f "$DIR/kwok-stages.yaml" ]] && echo "testbin: kwok-stages.yaml present in $DIR" || run kwok-stages "write kwok stages (node-fast, heartbeat-with-lease, pod-fast)" kwok_stages
 have node-problem-detector || run npd "build node-problem-detector ${NPD_VERSION} (about 2 min)" build_npd
 
-for b in etcd kube-apiserver kwok node-problem-detector; do
+for b in etcd kube-apiserver kubectl kwok node-problem-detector; do
   [[ -x "$DIR/$b" ]] || { STEP=verify; echo "testbin: $b missing after build" >&2; exit 1; }
 done
 echo "testbin: ready: $DIR"
