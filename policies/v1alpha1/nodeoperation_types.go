@@ -75,12 +75,16 @@ type NodeOperationSpec struct {
 
 	// Timeout bounds the operation; empty takes the template's.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// HealthyFor is how long the trigger condition must stay False before the
 	// operation succeeds. Zero skips the condition check.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	HealthyFor *metav1.Duration `json:"healthyFor,omitempty"`
 

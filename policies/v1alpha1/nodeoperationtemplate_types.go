@@ -133,6 +133,8 @@ type NodeOperationTemplateSpec struct {
 	// overrides it.
 	// +optional
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }

@@ -101,11 +101,15 @@ type ReclaimRules struct {
 
 	// MaxLifetime reclaims GPU pods running longer than this.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 
 	// MaxPending reclaims GPU pods pending (unscheduled) longer than this.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	MaxPending *metav1.Duration `json:"maxPending,omitempty"`
 
@@ -113,6 +117,8 @@ type ReclaimRules struct {
 	// the reclaim. Unset: a namespaced policy inherits the cluster policy's,
 	// and a cluster policy uses DefaultGracePeriod.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
 
@@ -133,6 +139,8 @@ type IdleRule struct {
 
 	// Window is how long the pod must stay idle.
 	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Window metav1.Duration `json:"window"`
 }

@@ -118,6 +118,8 @@ type ConditionMatch struct {
 	// lastTransitionTime, before the node becomes a target.
 	// +optional
 	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	For *metav1.Duration `json:"for,omitempty"`
 }
@@ -157,6 +159,8 @@ type RemediationStep struct {
 	// criterion. Past it the step has failed.
 	// +optional
 	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
@@ -165,6 +169,8 @@ type RemediationStep struct {
 	// uncordoned.
 	// +optional
 	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	HealthyFor *metav1.Duration `json:"healthyFor,omitempty"`
 
@@ -172,6 +178,8 @@ type RemediationStep struct {
 	// condition to clear before escalating to the next step.
 	// +optional
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	RecoveryTimeout *metav1.Duration `json:"recoveryTimeout,omitempty"`
 
@@ -202,6 +210,8 @@ type DrainSpec struct {
 	// Timeout bounds the whole drain.
 	// +optional
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
@@ -258,6 +268,8 @@ type Safety struct {
 	// maxUnhealthy before the breaker closes again by itself.
 	// +optional
 	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	BreakerCooldown *metav1.Duration `json:"breakerCooldown,omitempty"`
 
@@ -278,6 +290,8 @@ type Safety struct {
 	// node and the start of the next one on the same node.
 	// +optional
 	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	NodeCooldown *metav1.Duration `json:"nodeCooldown,omitempty"`
 
@@ -323,6 +337,8 @@ type AttemptCap struct {
 	// Window is the sliding window the attempts are counted in.
 	// +optional
 	// +kubebuilder:default="24h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Window *metav1.Duration `json:"window,omitempty"`
 }
@@ -344,12 +360,14 @@ type MaintenanceWindow struct {
 
 	// Start is the opening time, "HH:MM" on a 24-hour clock.
 	// +required
+	// +kubebuilder:validation:MaxLength=5
 	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
 	Start string `json:"start"`
 
 	// End is the closing time, "HH:MM" on a 24-hour clock ("24:00" is the end
 	// of the day).
 	// +required
+	// +kubebuilder:validation:MaxLength=5
 	// +kubebuilder:validation:Pattern=`^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$`
 	End string `json:"end"`
 
