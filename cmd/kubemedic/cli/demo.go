@@ -74,7 +74,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		for _, p := range problems {
 			fmt.Fprintln(out, p.String())
 		}
-		return fmt.Errorf("%d problems in the policies to apply", len(problems))
+		return fmt.Errorf("%d problems in the policies to apply (run from the repository root, or pass --policies FILE|DIR)", len(problems))
 	}
 
 	say("Starting kube-apiserver, etcd and kwok, installing the kubemedic CRDs")
@@ -130,8 +130,9 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
     kubectl get remediationpolicies,nodeoperationtemplates,clusterreclaimpolicies
     kubectl get reclaimpolicies -A
 
+kubectl %s matching the API server is at %s.
 Press Ctrl-C to stop and tear everything down.
-`, o.kubeconfig)
+`, o.kubeconfig, "v1.36", filepath.Join(env.BinDir, "kubectl"))
 	<-ctx.Done()
 	return nil
 }
