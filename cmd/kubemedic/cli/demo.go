@@ -130,9 +130,9 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
     kubectl get remediationpolicies,nodeoperationtemplates,clusterreclaimpolicies
     kubectl get reclaimpolicies -A
 
-kubectl %s matching the API server is at %s.
+A kubectl of the API server's version is at %s.
 Press Ctrl-C to stop and tear everything down.
-`, o.kubeconfig, "v1.36", filepath.Join(env.BinDir, "kubectl"))
+`, o.kubeconfig, filepath.Join(env.BinDir, "kubectl"))
 	<-ctx.Done()
 	return nil
 }
