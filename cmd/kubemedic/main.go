@@ -1,6 +1,3 @@
-// Command kubemedic is the ops CLI: `policy validate` today; `policy
-// simulate`, `status` and `demo` grow here. Installed as kubectl-medic it is
-// also a kubectl plugin.
 package main
 
 import (
