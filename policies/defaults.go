@@ -16,7 +16,6 @@ import (
 // the two agree.
 const (
 	DefaultConditionFor     = 5 * time.Minute
-	DefaultStepTimeout      = 15 * time.Minute
 	DefaultHealthyFor       = 2 * time.Minute
 	DefaultRecoveryTimeout  = 10 * time.Minute
 	DefaultDrainTimeout     = 10 * time.Minute
@@ -59,7 +58,6 @@ func defaultRemediationPolicy(s *v1alpha1.RemediationPolicySpec) {
 	}
 	for i := range s.Steps {
 		st := &s.Steps[i]
-		defaultDuration(&st.Timeout, DefaultStepTimeout)
 		defaultDuration(&st.HealthyFor, DefaultHealthyFor)
 		defaultDuration(&st.RecoveryTimeout, DefaultRecoveryTimeout)
 		if st.Drain != nil {

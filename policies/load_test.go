@@ -132,7 +132,7 @@ func TestDefaultsApplied(t *testing.T) {
 	require.Equal(t, "True", string(p.Spec.Conditions[0].Status))
 	require.Equal(t, 5*time.Minute, p.Spec.Conditions[0].For.Duration)
 	st := p.Spec.Steps[0]
-	require.Equal(t, 15*time.Minute, st.Timeout.Duration)
+	require.Nil(t, st.Timeout, "an unset step timeout takes the template's")
 	require.Equal(t, 2*time.Minute, st.HealthyFor.Duration)
 	require.Equal(t, 10*time.Minute, st.RecoveryTimeout.Duration)
 	require.Equal(t, v1alpha1.DrainEvict, st.Drain.Mode)

@@ -155,10 +155,9 @@ type RemediationStep struct {
 	// +optional
 	Drain *DrainSpec `json:"drain,omitempty"`
 
-	// Timeout bounds the operation pod, from its creation to its success
-	// criterion. Past it the step has failed.
+	// Timeout bounds the operation, from the start of its pod to its success
+	// criterion; past it the step has failed. Unset: the template's timeout.
 	// +optional
-	// +kubebuilder:default="15m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
