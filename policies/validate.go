@@ -144,14 +144,7 @@ func validateStep(st *v1alpha1.RemediationStep, p *field.Path) field.ErrorList {
 	} else {
 		errs = append(errs, validateDNSLabel(st.Name, p.Child("name"))...)
 	}
-	switch {
-	case st.Operation == "" && !st.Quarantine:
-		errs = append(errs, field.Required(p.Child("operation"), "set operation (a NodeOperationTemplate name) or quarantine: true"))
-	case st.Operation != "" && st.Quarantine:
-		errs = append(errs, field.Invalid(p.Child("quarantine"), true, "a step sets exactly one of operation or quarantine: true"))
-	case st.Operation != "":
-		errs = append(errs, validateDNSSubdomain(st.Operation, p.Child("operation"))...)
-	}
+	errs = append(errs, validateOperationOrQuarantine(st.Operation, st.Quarantine, p)...)
 	if st.Quarantine && st.Drain != nil {
 		errs = append(errs, field.Forbidden(p.Child("drain"), "a quarantine step takes no drain: it cordons and taints, and leaves the pods to a human"))
 	}
@@ -161,6 +154,20 @@ func validateStep(st *v1alpha1.RemediationStep, p *field.Path) field.ErrorList {
 	errs = append(errs, positive(st.Timeout, p.Child("timeout"))...)
 	errs = append(errs, nonNegative(st.HealthyFor, p.Child("healthyFor"))...)
 	return append(errs, nonNegative(st.RecoveryTimeout, p.Child("recoveryTimeout"))...)
+}
+
+// validateOperationOrQuarantine checks that a step or a NodeOperation does
+// exactly one thing: run the named template, or quarantine.
+func validateOperationOrQuarantine(operation string, quarantine bool, p *field.Path) field.ErrorList {
+	switch {
+	case operation == "" && !quarantine:
+		return field.ErrorList{field.Required(p.Child("operation"), "set operation (a NodeOperationTemplate name) or quarantine: true")}
+	case operation != "" && quarantine:
+		return field.ErrorList{field.Invalid(p.Child("quarantine"), true, "set exactly one of operation or quarantine: true")}
+	case operation != "":
+		return validateDNSSubdomain(operation, p.Child("operation"))
+	}
+	return nil
 }
 
 var drainModes = []string{string(v1alpha1.DrainEvict), string(v1alpha1.DrainDeleteAfterTimeout), string(v1alpha1.DrainSkip)}
@@ -355,14 +362,7 @@ func validateNodeOperationSpec(s *v1alpha1.NodeOperationSpec, p *field.Path) fie
 	} else {
 		errs = append(errs, validateDNSSubdomain(s.NodeName, p.Child("nodeName"))...)
 	}
-	switch {
-	case s.Operation == "" && !s.Quarantine:
-		errs = append(errs, field.Required(p.Child("operation"), "set operation (a NodeOperationTemplate name) or quarantine: true"))
-	case s.Operation != "" && s.Quarantine:
-		errs = append(errs, field.Invalid(p.Child("quarantine"), true, "set exactly one of operation or quarantine: true"))
-	case s.Operation != "":
-		errs = append(errs, validateDNSSubdomain(s.Operation, p.Child("operation"))...)
-	}
+	errs = append(errs, validateOperationOrQuarantine(s.Operation, s.Quarantine, p)...)
 	if s.Step != "" && s.Policy == "" {
 		errs = append(errs, field.Required(p.Child("policy"), "step is set only together with policy"))
 	}
