@@ -12,7 +12,7 @@ STATICCHECK    := $(TOOLS_DIR)/staticcheck-$(STATICCHECK_VERSION)
 
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build test unit testbin generate verify-generated lint bench demo tools clean-testbin help
+.PHONY: all build test unit testbin generate lint bench fuzz demo tools clean-testbin help
 
 all: build
 
@@ -43,6 +43,15 @@ lint: $(STATICCHECK) ## gofmt, go vet and staticcheck
 
 bench: testbin ## Run the benchmarks
 	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" go test -run='^$$' -bench=. -benchmem ./...
+
+FUZZTIME ?= 2m
+fuzz: ## Run every fuzz target for FUZZTIME each (CI runs only their seed corpora, in make test)
+	@for pkg in $$(go list ./...); do \
+	  for f in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz: $$pkg $$f for $(FUZZTIME)"; \
+	    go test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s $$pkg || exit 1; \
+	  done; \
+	done
 
 demo: testbin build ## Start a local control plane with simulated GPU nodes and the example policies (Ctrl-C stops it)
 	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" bin/kubemedic demo
