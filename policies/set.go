@@ -32,8 +32,9 @@ func ValidateSet(docs []*Document) []Problem {
 		m := d.Object.(metav1.Object)
 		key := d.Kind + "/" + m.GetNamespace() + "/" + m.GetName()
 		if first, dup := seen[key]; dup && m.GetName() != "" {
-			add(d, field.ErrorList{field.Duplicate(field.NewPath("metadata", "name"), m.GetName())})
-			problems[len(problems)-1].Detail += fmt.Sprintf(": %s %q is also defined at %s:%d", d.Kind, m.GetName(), first.File, first.Line)
+			e := field.Duplicate(field.NewPath("metadata", "name"), m.GetName())
+			e.Detail = fmt.Sprintf("%s %q is also defined at %s:%d", d.Kind, m.GetName(), first.File, first.Line)
+			add(d, field.ErrorList{e})
 		} else {
 			seen[key] = d
 		}
