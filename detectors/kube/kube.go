@@ -1,0 +1,216 @@
+// Package kube is the detectors' narrow view of Kubernetes: this node's
+// labels and the pods on this node. It asks the local kubelet first and the
+// API server second, and never lists pods cluster-wide. It decodes only the
+// fields it needs, and it uses client-go's rest and clientcmd for
+// credentials but not the typed clientset, whose scheme registration would
+// cost every short-lived check invocation several milliseconds.
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Options are the flags that say how to reach the kubelet and API server.
+type Options struct {
+	// Kubeconfig, when set, is used for the API server instead of the
+	// in-cluster service account.
+	Kubeconfig string
+	// KubeletURL is the kubelet's base URL; "" skips the kubelet.
+	KubeletURL string
+	// TokenFile is the bearer token for the kubelet.
+	TokenFile string
+	// KubeletInsecure skips verifying the kubelet's serving certificate,
+	// which is self-signed on most clusters.
+	KubeletInsecure bool
+	// Timeout bounds each request.
+	Timeout time.Duration
+}
+
+const serviceAccountToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// BindFlags registers the options on fs.
+func BindFlags(fs *pflag.FlagSet) *Options {
+	o := &Options{}
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig for the API server (default: in-cluster service account)")
+	fs.StringVar(&o.KubeletURL, "kubelet-url", "https://127.0.0.1:10250", `the local kubelet ("" to use only the API server)`)
+	fs.StringVar(&o.TokenFile, "token-file", serviceAccountToken, "bearer token for the kubelet")
+	fs.BoolVar(&o.KubeletInsecure, "kubelet-insecure-tls", true, "do not verify the kubelet's (usually self-signed) serving certificate")
+	fs.DurationVar(&o.Timeout, "kube-timeout", 5*time.Second, "timeout of each kubelet or API server request")
+	return o
+}
+
+// Pod is the part of a Pod the detectors need.
+type Pod struct {
+	UID       string
+	Namespace string
+	Name      string
+	// DeletionTimestamp is when the grace period of a Terminating pod ends.
+	DeletionTimestamp *time.Time
+}
+
+type podList struct {
+	Items []struct {
+		Metadata struct {
+			UID               string     `json:"uid"`
+			Namespace         string     `json:"namespace"`
+			Name              string     `json:"name"`
+			DeletionTimestamp *time.Time `json:"deletionTimestamp"`
+		} `json:"metadata"`
+	} `json:"items"`
+	Metadata struct {
+		Continue string `json:"continue"`
+	} `json:"metadata"`
+}
+
+type node struct {
+	Metadata struct {
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+}
+
+// Client talks to the kubelet and the API server.
+type Client struct {
+	opts Options
+}
+
+// New returns a client; nothing is contacted until a call.
+func New(o Options) *Client { return &Client{opts: o} }
+
+func (c *Client) apiServer() (*rest.Config, *http.Client, error) {
+	var cfg *rest.Config
+	var err error
+	if c.opts.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", c.opts.Kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("API server config: %w", err)
+	}
+	cfg.Timeout = c.opts.Timeout
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("API server client: %w", err)
+	}
+	return cfg, hc, nil
+}
+
+// NodeLabels returns the labels of the named node from the API server.
+func (c *Client) NodeLabels(ctx context.Context, name string) (map[string]string, error) {
+	if name == "" {
+		return nil, errors.New("node labels: no node name (--node or $NODE_NAME)")
+	}
+	cfg, hc, err := c.apiServer()
+	if err != nil {
+		return nil, err
+	}
+	var n node
+	if err := getJSON(ctx, hc, cfg.Host+"/api/v1/nodes/"+url.PathEscape(name), "", &n); err != nil {
+		return nil, fmt.Errorf("get node %s: %w", name, err)
+	}
+	return n.Metadata.Labels, nil
+}
+
+// NodePods returns the pods bound to the named node, from the kubelet when
+// it answers and from the API server (field selector spec.nodeName)
+// otherwise. source says which answered. An error means neither did: the
+// caller must treat the pod set as unknown, never as empty.
+func (c *Client) NodePods(ctx context.Context, name string) (pods []Pod, source string, err error) {
+	var kubeletErr error
+	if c.opts.KubeletURL != "" {
+		pods, kubeletErr = c.kubeletPods(ctx)
+		if kubeletErr == nil {
+			return pods, "kubelet", nil
+		}
+	}
+	if name == "" {
+		return nil, "", errors.Join(kubeletErr, errors.New("API server: no node name (--node or $NODE_NAME)"))
+	}
+	pods, apiErr := c.apiServerPods(ctx, name)
+	if apiErr == nil {
+		return pods, "apiserver", nil
+	}
+	return nil, "", errors.Join(kubeletErr, apiErr)
+}
+
+func (c *Client) kubeletPods(ctx context.Context) ([]Pod, error) {
+	token, err := os.ReadFile(c.opts.TokenFile)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("kubelet: read token: %w", err)
+	}
+	cfg := &rest.Config{Host: c.opts.KubeletURL, BearerToken: string(token), Timeout: c.opts.Timeout}
+	cfg.TLSClientConfig.Insecure = c.opts.KubeletInsecure
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet client: %w", err)
+	}
+	var l podList
+	if err := getJSON(ctx, hc, c.opts.KubeletURL+"/pods", "", &l); err != nil {
+		return nil, fmt.Errorf("kubelet %s/pods: %w", c.opts.KubeletURL, err)
+	}
+	return l.pods(), nil
+}
+
+func (c *Client) apiServerPods(ctx context.Context, name string) ([]Pod, error) {
+	cfg, hc, err := c.apiServer()
+	if err != nil {
+		return nil, err
+	}
+	var pods []Pod
+	cont := ""
+	for {
+		q := url.Values{"fieldSelector": {"spec.nodeName=" + name}, "limit": {"500"}}
+		if cont != "" {
+			q.Set("continue", cont)
+		}
+		var l podList
+		if err := getJSON(ctx, hc, cfg.Host+"/api/v1/pods?"+q.Encode(), "", &l); err != nil {
+			return nil, fmt.Errorf("list pods on node %s: %w", name, err)
+		}
+		pods = append(pods, l.pods()...)
+		if cont = l.Metadata.Continue; cont == "" {
+			return pods, nil
+		}
+	}
+}
+
+func (l *podList) pods() []Pod {
+	out := make([]Pod, 0, len(l.Items))
+	for _, it := range l.Items {
+		out = append(out, Pod{UID: it.Metadata.UID, Namespace: it.Metadata.Namespace, Name: it.Metadata.Name, DeletionTimestamp: it.Metadata.DeletionTimestamp})
+	}
+	return out
+}
+
+func getJSON(ctx context.Context, hc *http.Client, u, _ string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, body)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("decode response: %w", err)
+	}
+	return nil
+}

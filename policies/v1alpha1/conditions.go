@@ -1,0 +1,99 @@
+package v1alpha1
+
+import "strings"
+
+// Node condition types the kubemedic detectors set (through
+// node-problem-detector), and their reasons. Types and reasons are stable
+// API: RemediationPolicies match on them.
+const (
+	ConditionGPULost              = "GPULost"
+	ConditionGPUXidError          = "GPUXidError"
+	ConditionGPUMemoryUnhealthy   = "GPUMemoryUnhealthy"
+	ConditionPodProcessesStuck    = "PodProcessesStuck"
+	ConditionNFSMountUnhealthy    = "NFSMountUnhealthy"
+	ConditionNetworkInterfaceDown = "NetworkInterfaceDown"
+)
+
+// Reasons of the detectors' conditions.
+const (
+	// GPULost: NVML or nvidia-smi says a GPU is lost, or Xid 79.
+	ReasonGPUFellOffBus = "GPUFellOffBus"
+	// GPULost: the node sees fewer GPUs than it should have.
+	ReasonGPUCountMismatch = "GPUCountMismatch"
+
+	// GPUXidError: an Xid whose catalog action is a GPU reset.
+	ReasonXidResetRequired = "XidResetRequired"
+	// GPUXidError: an Xid whose catalog action is a node reboot.
+	ReasonXidRebootRequired = "XidRebootRequired"
+
+	// GPUMemoryUnhealthy, fixed by a GPU reset: a row remap waits for it.
+	ReasonRowRemapPending = "RowRemapPending"
+	// GPUMemoryUnhealthy, fixed by a GPU reset: pages wait to be retired
+	// (pre-Ampere GPUs, which retire pages instead of remapping rows).
+	ReasonRetiredPagesPending = "RetiredPagesPending"
+	// GPUMemoryUnhealthy, fixed by a GPU reset: uncorrectable ECC errors
+	// since the last reset.
+	ReasonVolatileDBE = "VolatileDBE"
+	// GPUMemoryUnhealthy, replace the GPU: a row remap failed.
+	ReasonRowRemapFailed = "RowRemapFailed"
+	// GPUMemoryUnhealthy, replace the GPU: too many retired pages.
+	ReasonRetiredPageLimit = "RetiredPageLimit"
+
+	// PodProcessesStuck: processes of deleted pods stuck in state D.
+	ReasonDStateOrphans = "DStateOrphans"
+
+	// NFSMountUnhealthy: an expected mount is not mounted.
+	ReasonMountMissing = "MountMissing"
+	// NFSMountUnhealthy: a stat of the mount does not return in time.
+	ReasonMountHung = "MountHung"
+	// NFSMountUnhealthy: the server does not accept TCP connections.
+	ReasonServerUnreachable = "ServerUnreachable"
+
+	// NetworkInterfaceDown: the link is down or has no carrier.
+	ReasonLinkDown = "LinkDown"
+	// NetworkInterfaceDown: the link is up but has no address.
+	ReasonNoAddress = "NoAddress"
+)
+
+// ConditionReasons lists, per detector condition type, the reasons the
+// detectors report.
+var ConditionReasons = map[string][]string{
+	ConditionGPULost:              {ReasonGPUFellOffBus, ReasonGPUCountMismatch},
+	ConditionGPUXidError:          {ReasonXidResetRequired, ReasonXidRebootRequired},
+	ConditionGPUMemoryUnhealthy:   {ReasonRowRemapPending, ReasonRetiredPagesPending, ReasonVolatileDBE, ReasonRowRemapFailed, ReasonRetiredPageLimit},
+	ConditionPodProcessesStuck:    {ReasonDStateOrphans},
+	ConditionNFSMountUnhealthy:    {ReasonMountMissing, ReasonMountHung, ReasonServerUnreachable},
+	ConditionNetworkInterfaceDown: {ReasonLinkDown, ReasonNoAddress},
+}
+
+// DetectReason is the reason node-problem-detector writes for every
+// detector condition (the rule reason in deploy/npd). NPD gives each rule a
+// fixed reason, and a second rule on the same condition would clear it
+// every time it reports OK (NPD issues #566 and #664), so there is one rule
+// per condition and the specific reason is the first word of the message:
+// "XidRebootRequired: Xid 79 on 0000:3b:00.0: fell off the bus". Use
+// EffectiveReason to read it.
+const DetectReason = "KubemedicDetect"
+
+// EffectiveReason is the reason a policy matches for a node condition. When
+// the condition is one of the detectors' and its message starts with one of
+// that type's reasons followed by ": ", that reason is returned; otherwise
+// the condition's own reason is. So conditions written by NPD from
+// kubemedic-detect output and conditions written directly (or by tests)
+// match the same policies.
+func EffectiveReason(condType, reason, message string) string {
+	reasons, ok := ConditionReasons[condType]
+	if !ok {
+		return reason
+	}
+	head, _, found := strings.Cut(message, ": ")
+	if !found {
+		return reason
+	}
+	for _, r := range reasons {
+		if head == r {
+			return r
+		}
+	}
+	return reason
+}
