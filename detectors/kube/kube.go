@@ -117,7 +117,7 @@ func (c *Client) NodeLabels(ctx context.Context, name string) (map[string]string
 		return nil, err
 	}
 	var n node
-	if err := getJSON(ctx, hc, cfg.Host+"/api/v1/nodes/"+url.PathEscape(name), "", &n); err != nil {
+	if err := getJSON(ctx, hc, cfg.Host+"/api/v1/nodes/"+url.PathEscape(name), &n); err != nil {
 		return nil, fmt.Errorf("get node %s: %w", name, err)
 	}
 	return n.Metadata.Labels, nil
@@ -157,7 +157,7 @@ func (c *Client) kubeletPods(ctx context.Context) ([]Pod, error) {
 		return nil, fmt.Errorf("kubelet client: %w", err)
 	}
 	var l podList
-	if err := getJSON(ctx, hc, c.opts.KubeletURL+"/pods", "", &l); err != nil {
+	if err := getJSON(ctx, hc, c.opts.KubeletURL+"/pods", &l); err != nil {
 		return nil, fmt.Errorf("kubelet %s/pods: %w", c.opts.KubeletURL, err)
 	}
 	return l.pods(), nil
@@ -176,7 +176,7 @@ func (c *Client) apiServerPods(ctx context.Context, name string) ([]Pod, error) 
 			q.Set("continue", cont)
 		}
 		var l podList
-		if err := getJSON(ctx, hc, cfg.Host+"/api/v1/pods?"+q.Encode(), "", &l); err != nil {
+		if err := getJSON(ctx, hc, cfg.Host+"/api/v1/pods?"+q.Encode(), &l); err != nil {
 			return nil, fmt.Errorf("list pods on node %s: %w", name, err)
 		}
 		pods = append(pods, l.pods()...)
@@ -194,7 +194,7 @@ func (l *podList) pods() []Pod {
 	return out
 }
 
-func getJSON(ctx context.Context, hc *http.Client, u, _ string, v any) error {
+func getJSON(ctx context.Context, hc *http.Client, u string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
