@@ -1,0 +1,174 @@
+package gpu
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/kubemedic/kubemedic/detectors/plugin"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+)
+
+// LostInput is what DecideLost needs.
+type LostInput struct {
+	// Backend names the backend that listed the devices, for the message.
+	Backend string
+	Devices []Device
+	// Driver are the bus IDs under /proc/driver/nvidia/gpus; nil when the
+	// directory is absent.
+	Driver []string
+	// Expected is the number of GPUs the node should have; 0 when
+	// unknown, with ExpectedErr saying why.
+	Expected    int
+	ExpectedErr string
+}
+
+// DecideLost is the GPULost verdict. A lost GPU is GPUFellOffBus whatever
+// the expected count. A GPU the driver lists (or nvidia-smi names in an
+// error line) that the backend cannot use is missing: GPUCountMismatch
+// naming it, also without an expected count, since the driver is evidence
+// enough. Otherwise fewer usable GPUs than expected is GPUCountMismatch,
+// and without an expected count the verdict is Unknown. More GPUs than
+// expected is OK, with a warning for the log.
+func DecideLost(in LostInput) (r plugin.Result, warning string) {
+	devs, missing := withDriver(in.Devices, in.Driver)
+	var lost, absent []string
+	visible := 0
+	for _, d := range devs {
+		switch {
+		case d.Lost:
+			lost = append(lost, d.name())
+		case !d.Usable():
+			absent = append(absent, d.name())
+		default:
+			visible++
+		}
+	}
+	if len(lost) > 0 {
+		sort.Strings(lost)
+		if len(lost) == 1 {
+			return plugin.NonOK(v1alpha1.ReasonGPUFellOffBus, "GPU %s is lost (fell off the bus); reboot required", lost[0]), ""
+		}
+		return plugin.NonOK(v1alpha1.ReasonGPUFellOffBus, "GPU %s%s fell off the bus; reboot required", lost[0], more(len(lost)-1)), ""
+	}
+	absent = append(absent, missing...)
+	sort.Strings(absent)
+	if len(absent) > 0 {
+		total := max(in.Expected, visible+len(absent))
+		return plugin.NonOK(v1alpha1.ReasonGPUCountMismatch, "%d of %d GPUs visible; missing %s%s", visible, total, absent[0], more(len(absent)-1)), ""
+	}
+	switch {
+	case in.Expected <= 0:
+		return plugin.Unknown("no expected GPU count: %s; %d GPUs visible (%s)", in.ExpectedErr, visible, in.Backend), ""
+	case visible < in.Expected:
+		return plugin.NonOK(v1alpha1.ReasonGPUCountMismatch, "%d of %d GPUs visible", visible, in.Expected), ""
+	case visible > in.Expected:
+		return plugin.OK("%d GPUs healthy (%s), %d expected", visible, in.Backend, in.Expected),
+			fmt.Sprintf("%d GPUs visible, more than the %d expected", visible, in.Expected)
+	}
+	return plugin.OK("%d of %d GPUs healthy (%s)", visible, in.Expected, in.Backend), ""
+}
+
+// Thresholds are the gpu-memory limits; 0 turns a limit off.
+type Thresholds struct {
+	// DBE: volatile uncorrected ECC errors at or above it are
+	// VolatileDBE.
+	DBE uint64
+	// RetiredPages: retired pages (SBE+DBE) at or above it are
+	// RetiredPageLimit.
+	RetiredPages uint64
+}
+
+// DefaultRetiredPagesLimit is the retired-page count at which a GPU should
+// be replaced. NVIDIA's page-retirement scheme holds at most 64 retired
+// pages per GPU ("Dynamic Page Retirement", docs.nvidia.com/deploy/
+// dynamic-page-retirement, and the A100 memory error management guide's
+// comparison table), and DCGM's health check raises
+// DCGM_FR_RETIRED_PAGES_LIMIT ("60 or more retired pages") at 60.
+const DefaultRetiredPagesLimit = 60
+
+// memoryRule is one GPUMemoryUnhealthy reason, in the order they are
+// reported: replace reasons first, then reset reasons.
+type memoryRule struct {
+	reason string
+	hit    func(Device, Thresholds) bool
+	msg    func(bus string, th Thresholds) string
+}
+
+var memoryRules = []memoryRule{
+	{v1alpha1.ReasonRowRemapFailed,
+		func(d Device, _ Thresholds) bool { return d.RowRemapFailed.Known && d.RowRemapFailed.Value },
+		func(bus string, _ Thresholds) string { return "row remap failed on " + bus + "; replace GPU" }},
+	{v1alpha1.ReasonRetiredPageLimit,
+		func(d Device, th Thresholds) bool {
+			return th.RetiredPages > 0 && d.RetiredPages.Known && d.RetiredPages.Value >= th.RetiredPages
+		},
+		func(bus string, th Thresholds) string {
+			return fmt.Sprintf("%d+ retired pages on %s; replace GPU", th.RetiredPages, bus)
+		}},
+	{v1alpha1.ReasonRowRemapPending,
+		func(d Device, _ Thresholds) bool { return d.RowRemapPending.Known && d.RowRemapPending.Value },
+		func(bus string, _ Thresholds) string { return "row remap pending on " + bus + "; reset GPU" }},
+	{v1alpha1.ReasonRetiredPagesPending,
+		func(d Device, _ Thresholds) bool { return d.RetiredPagesPending.Known && d.RetiredPagesPending.Value },
+		func(bus string, _ Thresholds) string { return "retired pages pending on " + bus + "; reset GPU" }},
+	{v1alpha1.ReasonVolatileDBE,
+		func(d Device, th Thresholds) bool {
+			return th.DBE > 0 && d.VolatileDBE.Known && d.VolatileDBE.Value >= th.DBE
+		},
+		// No count: it climbs while the fault lasts and would move the
+		// condition's transition time.
+		func(bus string, _ Thresholds) string { return "volatile DBE on " + bus + "; reset GPU" }},
+}
+
+// DecideMemory is the GPUMemoryUnhealthy verdict over the devices. The
+// first rule (replace before reset) that any device hits is reported,
+// naming the first such device by bus ID and counting the others. A fault
+// found on one GPU is reported even when another could not be read; with
+// no fault, a lost or unreadable GPU makes the verdict Unknown. Counters a
+// GPU does not support (N/A) are not faults.
+func DecideMemory(backend string, devs []Device, th Thresholds) plugin.Result {
+	if len(devs) == 0 {
+		return plugin.Unknown("no GPUs visible (%s)", backend)
+	}
+	sorted := append([]Device(nil), devs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].name() < sorted[j].name() })
+	for _, rule := range memoryRules {
+		var hits []string
+		for _, d := range sorted {
+			if rule.hit(d, th) {
+				hits = append(hits, d.name())
+			}
+		}
+		if len(hits) > 0 {
+			return plugin.NonOK(rule.reason, "%s", rule.msg(hits[0]+more(len(hits)-1), th))
+		}
+	}
+	var bad []Device
+	for _, d := range sorted {
+		if !d.Usable() || d.ReadErr != "" {
+			bad = append(bad, d)
+		}
+	}
+	if len(bad) > 0 {
+		why := bad[0].Err
+		if why == "" {
+			why = bad[0].ReadErr
+		}
+		return plugin.Unknown("cannot read %s%s: %s", bad[0].name(), more(len(bad)-1), why)
+	}
+	if len(devs) == 1 {
+		return plugin.OK("1 GPU without memory faults (%s)", backend)
+	}
+	return plugin.OK("%d GPUs without memory faults (%s)", len(devs), backend)
+}
+
+// more is " (+N GPUs)" for N other affected GPUs, "" for none.
+func more(n int) string {
+	switch {
+	case n <= 0:
+		return ""
+	case n == 1:
+		return " (+1 GPU)"
+	}
+	return fmt.Sprintf(" (+%d GPUs)", n)
+}

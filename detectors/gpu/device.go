@@ -1,0 +1,154 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Count is a counter a GPU may not support; Known is false when the
+// device reports it as not supported or not applicable (N/A).
+type Count struct {
+	Value uint64
+	Known bool
+}
+
+// Flag is a yes/no state a GPU may not support.
+type Flag struct {
+	Value bool
+	Known bool
+}
+
+// Device is one GPU as a backend sees it.
+type Device struct {
+	// Index is the backend's index, -1 when the backend gave none (a
+	// device known only from an error line).
+	Index int
+	// BusID is the normalised PCI address, e.g. "0000:3b:00.0"; "" when
+	// the backend could not tell.
+	BusID string
+	UUID  string
+	// Lost is set when the driver reports the GPU lost (NVML
+	// ERROR_GPU_IS_LOST, nvidia-smi "GPU is lost", DCGM entity status Lost).
+	Lost bool
+	// Err says why the device cannot be used: the lost error, or another
+	// failure to get its handle ("Unknown Error"). A device with Err is
+	// not counted as visible.
+	Err string
+	// ReadErr says which memory counters failed to read with a real error
+	// (not "not supported"); the memory check reports Unknown for it.
+	ReadErr string
+
+	// VolatileDBE is the volatile (since last reset) uncorrected ECC
+	// error total.
+	VolatileDBE Count
+	// RetiredPagesPending: pages wait to be retired at the next reset
+	// (pre-Ampere).
+	RetiredPagesPending Flag
+	// RetiredPages is the retired page count, SBE plus DBE (pre-Ampere).
+	RetiredPages Count
+	// RowRemapPending: a row remap waits for a GPU reset (Ampere+).
+	RowRemapPending Flag
+	// RowRemapFailed: a row remap failed; the GPU needs replacing.
+	RowRemapFailed Flag
+	// RemappedUncorrectable is the number of rows remapped for
+	// uncorrectable errors.
+	RemappedUncorrectable Count
+}
+
+// Usable is a device the node can use: not lost, handle obtained.
+func (d Device) Usable() bool { return !d.Lost && d.Err == "" }
+
+func (d Device) name() string {
+	if d.BusID != "" {
+		return d.BusID
+	}
+	if d.Index >= 0 {
+		return "index " + strconv.Itoa(d.Index)
+	}
+	return "unknown"
+}
+
+// Backend lists the GPUs. memory asks for the memory health counters too;
+// without it a backend may leave them unknown. An error means the backend
+// could not list devices at all, and the caller must report Unknown.
+type Backend interface {
+	Name() string
+	Devices(ctx context.Context, memory bool) ([]Device, error)
+}
+
+// libraryNotFoundError marks a backend whose library is not installed, so
+// that --backend=auto falls back to nvidia-smi.
+type libraryNotFoundError string
+
+func (e libraryNotFoundError) Error() string { return string(e) }
+
+func isLibraryNotFound(err error) bool {
+	var e libraryNotFoundError
+	return errors.As(err, &e)
+}
+
+// NormalizeBusID turns a PCI address as NVML, nvidia-smi, DCGM or the
+// driver's /proc tree writes it ("00000000:3B:00.0", "0000:3b:00.0") into
+// the lowercase form with a 4-digit domain when the domain fits
+// ("0000:3b:00.0"). ok is false, and s comes back trimmed and lowercased,
+// when s is not a PCI address.
+func NormalizeBusID(s string) (string, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	dom, rest, ok := strings.Cut(s, ":")
+	if !ok {
+		return s, false
+	}
+	bus, rest, ok := strings.Cut(rest, ":")
+	if !ok {
+		return s, false
+	}
+	dev, fn, ok := strings.Cut(rest, ".")
+	if !ok {
+		return s, false
+	}
+	d, err1 := strconv.ParseUint(dom, 16, 32)
+	b, err2 := strconv.ParseUint(bus, 16, 8)
+	v, err3 := strconv.ParseUint(dev, 16, 8)
+	f, err4 := strconv.ParseUint(fn, 8, 8)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil ||
+		len(dom) == 0 || len(dom) > 8 || len(bus) > 2 || len(dev) > 2 || len(fn) != 1 || v > 0x1f || f > 7 {
+		return s, false
+	}
+	if d <= 0xffff {
+		return fmt.Sprintf("%04x:%02x:%02x.%d", d, b, v, f), true
+	}
+	return fmt.Sprintf("%08x:%02x:%02x.%d", d, b, v, f), true
+}
+
+// withDriver merges the bus IDs the NVIDIA driver lists under
+// /proc/driver/nvidia/gpus with the backend's devices. A lost or unusable
+// device without a bus ID gets one of the driver's IDs that no device
+// claims (in PCI order, which is the order NVML enumerates in). It returns
+// the driver IDs still unclaimed: GPUs the driver knows and the backend
+// cannot see.
+func withDriver(devs []Device, driver []string) (out []Device, missing []string) {
+	out = append([]Device(nil), devs...)
+	seen := map[string]bool{}
+	for _, d := range out {
+		if d.BusID != "" {
+			seen[d.BusID] = true
+		}
+	}
+	for _, id := range driver {
+		if !seen[id] {
+			missing = append(missing, id)
+			seen[id] = true
+		}
+	}
+	sort.Strings(missing)
+	for i := range out {
+		if out[i].BusID == "" && !out[i].Usable() && len(missing) > 0 {
+			out[i].BusID, missing = missing[0], missing[1:]
+		}
+	}
+	return out, missing
+}

@@ -1,0 +1,66 @@
+package xid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// kmsgBufSize is one read's buffer. A /dev/kmsg record is at most 8 KiB
+// (CONSOLE_EXT_LOG_MAX) with its continuation lines; a smaller buffer
+// makes read fail with EINVAL.
+const kmsgBufSize = 16 << 10
+
+// readLog calls fn for every Xid in the kernel log at path: /dev/kmsg (a
+// character device) or a regular file of kmsg records or dmesg lines.
+func readLog(ctx context.Context, path string, fn func(Found)) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().IsRegular() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		ScanLog(data, fn)
+		return nil
+	}
+	return readKmsg(ctx, path, func(rec []byte) { ScanLog(rec, fn) })
+}
+
+// readKmsg reads /dev/kmsg from the oldest record in the ring buffer to the
+// newest, one record per read, and returns at EAGAIN: it never waits for new
+// records. It uses the raw file descriptor because an *os.File would park a
+// non-blocking read in the poller instead of returning EAGAIN. EPIPE means
+// the kernel overwrote records this reader had not read yet; reading on
+// continues with the oldest record still there. record gets each record
+// (with its continuation lines); the slice is reused by the next read.
+func readKmsg(ctx context.Context, path string, record func([]byte)) error {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	buf := make([]byte, kmsgBufSize)
+	for i := 0; ; i++ {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return fmt.Errorf("read %s: %w", path, ctx.Err())
+		}
+		n, err := syscall.Read(fd, buf)
+		switch {
+		case err == nil && n == 0:
+			return nil
+		case err == nil:
+			record(buf[:n])
+		case errors.Is(err, syscall.EAGAIN):
+			return nil
+		case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.EINTR):
+			continue
+		default:
+			return &os.PathError{Op: "read", Path: path, Err: err}
+		}
+	}
+}
