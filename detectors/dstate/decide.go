@@ -174,7 +174,7 @@ func Decide(ctx context.Context, in Input, pods PodSource) Decision {
 	if len(cands) > 0 {
 		list, source, err := pods.NodePods(ctx, in.Node)
 		if err != nil {
-			d.Result = plugin.Unknown("dstate: %d %s in D, pods unknown: %v", len(cands), procs(len(cands)), err)
+			d.Result = plugin.Unknown("dstate: pods unknown: %v", err)
 			return d
 		}
 		d.PodSource = source
@@ -200,7 +200,7 @@ func Decide(ctx context.Context, in Input, pods PodSource) Decision {
 
 	switch {
 	case len(d.Orphans) > 0:
-		d.Result = orphansResult(d.Orphans)
+		d.Result = orphansResult(len(d.Orphans), d.Orphans[0])
 	case d.Unreadable > 0:
 		d.Result = plugin.Unknown("dstate: %d %s unreadable: %v", d.Unreadable, procs(d.Unreadable), firstErr)
 	default:
@@ -209,12 +209,11 @@ func Decide(ctx context.Context, in Input, pods PodSource) Decision {
 	return d
 }
 
-// orphansResult names the count and the first orphan's pod UID (in full)
+// orphansResult names the count n and the first orphan's pod UID (in full)
 // and command (shortened to fit the line). Nothing in it changes while the
 // same processes stay stuck.
-func orphansResult(orphans []Orphan) plugin.Result {
-	o := orphans[0]
-	msg := fmt.Sprintf("%d %s in D; pod %s", len(orphans), procs(len(orphans)), o.PodUID)
+func orphansResult(n int, o Orphan) plugin.Result {
+	msg := fmt.Sprintf("%d %s in D; pod %s", n, procs(n), o.PodUID)
 	room := plugin.MaxLine - len(v1alpha1.ReasonDStateOrphans+": ") - len(msg) - 1
 	if comm := printable(o.Comm); room > 0 && comm != "" {
 		msg += " " + comm[:min(room, len(comm))]

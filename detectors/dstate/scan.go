@@ -14,8 +14,9 @@ type scanResult struct {
 	Total int
 	// Errs counts processes whose stat could not be read or parsed, for a
 	// reason other than the process having gone; Err is the first.
-	Errs int
-	Err  error
+	Errs   int
+	Err    error
+	errPID int32 // Err's process: the lowest PID with an error
 }
 
 // vanished says whether err means the process exited during the scan,
@@ -24,22 +25,27 @@ func vanished(err error) bool {
 	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH)
 }
 
-// isPID reports whether a /proc entry name is a PID.
-func isPID(name []byte) bool {
+// parsePID parses a /proc entry name that is a PID.
+func parsePID(name []byte) (int32, bool) {
 	if len(name) == 0 || len(name) > 10 {
-		return false
+		return 0, false
 	}
+	var n int64
 	for _, c := range name {
 		if c < '0' || c > '9' {
-			return false
+			return 0, false
 		}
+		n = n*10 + int64(c-'0')
 	}
-	return true
+	if n > 1<<31-1 {
+		return 0, false
+	}
+	return int32(n), true
 }
 
-func (r *scanResult) fail(err error) {
+func (r *scanResult) fail(pid int32, err error) {
 	r.Errs++
-	if r.Err == nil {
-		r.Err = err
+	if r.Err == nil || pid < r.errPID {
+		r.Err, r.errPID = err, pid
 	}
 }

@@ -5,6 +5,10 @@ package dstate
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -13,156 +17,215 @@ import (
 )
 
 // scanner reads /proc with raw openat/read/close on reused buffers, so a
-// pass allocates nothing for a process that is not in D: os.ReadFile
-// would cost six system calls and several allocations per process.
+// pass allocates nothing for a process that is not in D (os.ReadFile
+// would cost six system calls and several allocations per process), and
+// spreads the processes over up to maxWorkers goroutines: the cost is
+// system calls, about three per process, and a node has cores to spare.
 // A scanner is not safe for concurrent use.
 type scanner struct {
 	root    host.Root
-	dirBuf  []byte   // getdents64 records of /proc
+	dirBuf  []byte  // getdents64 records of /proc
+	pids    []int32 // the processes of this pass
+	workers []*worker
+}
+
+// worker scans a share of the processes with its own buffers.
+type worker struct {
+	root    host.Root
 	taskBuf []byte   // getdents64 records of /proc/<pid>/task
 	buf     []byte   // the file being read; grows to fit
 	path    [96]byte // NUL-terminated path relative to /proc
+	res     scanResult
 }
 
+const (
+	maxWorkers = 4
+	// perWorker is the fewest processes worth a goroutine, and chunk how
+	// many a worker takes at a time.
+	perWorker = 1000
+	chunk     = 128
+)
+
 func newScanner(root host.Root) *scanner {
-	return &scanner{root: root, dirBuf: make([]byte, 32<<10), taskBuf: make([]byte, 4<<10), buf: make([]byte, 1024)}
+	return &scanner{root: root, dirBuf: make([]byte, 32<<10)}
 }
 
 func (s *scanner) scan() (scanResult, error) {
-	var res scanResult
 	dir := s.root.Path("/proc")
 	procFD, err := retry(func() (int, error) {
 		return syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	})
 	if err != nil {
-		return res, fmt.Errorf("open %s: %w", dir, err)
+		return scanResult{}, fmt.Errorf("open %s: %w", dir, err)
 	}
 	defer syscall.Close(procFD)
+	s.pids = s.pids[:0]
 	for {
 		n, err := retry(func() (int, error) { return syscall.ReadDirent(procFD, s.dirBuf) })
 		if err != nil {
-			return res, fmt.Errorf("read %s: %w", dir, err)
+			return scanResult{}, fmt.Errorf("read %s: %w", dir, err)
 		}
 		if n == 0 {
-			return res, nil
+			break
 		}
 		for rec := s.dirBuf[:n]; len(rec) > 0; {
 			name, next := dirent(rec)
 			rec = next
-			if isPID(name) {
-				s.process(procFD, name, &res)
+			if pid, ok := parsePID(name); ok {
+				s.pids = append(s.pids, pid)
 			}
 		}
 	}
+
+	nw := min(max(runtime.GOMAXPROCS(0), 1), maxWorkers, (len(s.pids)+perWorker-1)/perWorker)
+	for len(s.workers) < max(nw, 1) {
+		s.workers = append(s.workers, &worker{root: s.root, taskBuf: make([]byte, 4<<10), buf: make([]byte, 1024)})
+	}
+	var next atomic.Int64
+	work := func(w *worker) {
+		w.res = scanResult{}
+		for {
+			end := int(next.Add(chunk))
+			start := end - chunk
+			if start >= len(s.pids) {
+				return
+			}
+			for _, pid := range s.pids[start:min(end, len(s.pids))] {
+				w.process(procFD, pid)
+			}
+		}
+	}
+	if nw <= 1 {
+		work(s.workers[0])
+		return s.workers[0].res, nil
+	}
+	var wg sync.WaitGroup
+	for _, w := range s.workers[:nw] {
+		wg.Go(func() { work(w) })
+	}
+	wg.Wait()
+	var res scanResult
+	for _, w := range s.workers[:nw] {
+		res.Procs = append(res.Procs, w.res.Procs...)
+		res.Total += w.res.Total
+		res.Errs += w.res.Errs
+		if w.res.Err != nil && (res.Err == nil || w.res.errPID < res.errPID) {
+			res.Err, res.errPID = w.res.Err, w.res.errPID
+		}
+	}
+	return res, nil
 }
 
 // process reads one process's stat and, when it is in D, its cgroup.
-func (s *scanner) process(procFD int, pid []byte, res *scanResult) {
-	b, err := s.read(procFD, pid, "/stat")
+func (w *worker) process(procFD int, pid int32) {
+	b, err := w.read(procFD, pid, -1, "/stat")
 	if err != nil {
 		if !vanished(err) {
-			res.fail(fmt.Errorf("read %s/%s/stat: %w", s.root.Path("/proc"), pid, err))
+			w.res.fail(pid, fmt.Errorf("read %s/%d/stat: %w", w.root.Path("/proc"), pid, err))
 		}
 		return
 	}
 	st, comm, err := procfs.ParseStatRaw(b)
 	if err != nil {
-		res.fail(fmt.Errorf("%s/%s/stat: %w", s.root.Path("/proc"), pid, err))
+		w.res.fail(pid, fmt.Errorf("%s/%d/stat: %w", w.root.Path("/proc"), pid, err))
 		return
 	}
-	res.Total++
+	w.res.Total++
 	if st.KernelThread() || st.State != 'D' && st.State != 'Z' {
 		return
 	}
 	st.Comm = string(comm)
-	cgroupOf := string(pid)
+	tid := int32(-1)
 	if st.State == 'Z' {
 		// A group leader that exited is a zombie until its last thread
 		// does; that thread may be the one stuck in D.
-		tid := s.threadInD(procFD, pid)
-		if tid == "" {
+		if tid = w.threadInD(procFD, pid); tid < 0 {
 			return
 		}
 		st.State = 'D'
-		cgroupOf = string(pid) + "/task/" + tid
 	}
 	p := Proc{Stat: st}
-	cg, err := s.read(procFD, []byte(cgroupOf), "/cgroup")
+	cg, err := w.read(procFD, pid, tid, "/cgroup")
 	switch {
 	case err == nil:
 		p.Cgroup = append([]byte(nil), cg...)
 	case vanished(err):
 		return
 	default:
-		p.CgroupErr = fmt.Errorf("read %s/%s/cgroup: %w", s.root.Path("/proc"), cgroupOf, err)
+		p.CgroupErr = fmt.Errorf("read %s/%d/cgroup: %w", w.root.Path("/proc"), pid, err)
 	}
-	res.Procs = append(res.Procs, p)
+	w.res.Procs = append(w.res.Procs, p)
 }
 
-// threadInD returns the TID of a thread of pid in D, or "".
-func (s *scanner) threadInD(procFD int, pid []byte) string {
-	n := copy(s.path[:], pid)
-	n += copy(s.path[n:], "/task\x00")
-	fd, err := openat(procFD, s.path[:n], syscall.O_RDONLY|syscall.O_DIRECTORY)
+// threadInD returns the TID of a thread of pid in D, or -1.
+func (w *worker) threadInD(procFD int, pid int32) int32 {
+	n := len(strconv.AppendInt(w.path[:0], int64(pid), 10))
+	n += copy(w.path[n:], "/task\x00")
+	fd, err := openat(procFD, w.path[:n], syscall.O_RDONLY|syscall.O_DIRECTORY)
 	if err != nil {
-		return ""
+		return -1
 	}
 	defer syscall.Close(fd)
-	taskDir := string(pid) + "/task/"
 	for {
-		n, err := retry(func() (int, error) { return syscall.ReadDirent(fd, s.taskBuf) })
+		n, err := retry(func() (int, error) { return syscall.ReadDirent(fd, w.taskBuf) })
 		if err != nil || n == 0 {
-			return ""
+			return -1
 		}
-		for rec := s.taskBuf[:n]; len(rec) > 0; {
+		for rec := w.taskBuf[:n]; len(rec) > 0; {
 			name, next := dirent(rec)
 			rec = next
-			if !isPID(name) || string(name) == string(pid) {
+			tid, ok := parsePID(name)
+			if !ok || tid == pid {
 				continue
 			}
-			b, err := s.read(procFD, []byte(taskDir+string(name)), "/stat")
+			b, err := w.read(procFD, pid, tid, "/stat")
 			if err != nil {
 				continue
 			}
 			if st, _, err := procfs.ParseStatRaw(b); err == nil && st.State == 'D' {
-				return string(name)
+				return tid
 			}
 		}
 	}
 }
 
-// read reads /proc/<dir><file> into s.buf. A short read is the whole
-// file: procfs generates a seq_file in one read when the buffer holds it,
-// and a regular file (a fixture) is read whole.
-func (s *scanner) read(procFD int, dir []byte, file string) ([]byte, error) {
-	if len(dir)+len(file)+1 > len(s.path) {
-		return nil, fmt.Errorf("path %s%s too long", dir, file)
+// read reads /proc/<pid><file>, or /proc/<pid>/task/<tid><file> when tid
+// is not negative, into w.buf. A short read is the whole file: procfs
+// generates a seq_file in one read when the buffer holds it, and a regular
+// file (a fixture) is read whole.
+func (w *worker) read(procFD int, pid, tid int32, file string) ([]byte, error) {
+	p := strconv.AppendInt(w.path[:0], int64(pid), 10)
+	if tid >= 0 {
+		p = append(p, "/task/"...)
+		p = strconv.AppendInt(p, int64(tid), 10)
 	}
-	n := copy(s.path[:], dir)
-	n += copy(s.path[n:], file)
-	s.path[n] = 0
-	fd, err := openat(procFD, s.path[:n+1], syscall.O_RDONLY)
+	p = append(p, file...)
+	p = append(p, 0)
+	if len(p) > len(w.path) {
+		return nil, fmt.Errorf("path %s too long", p)
+	}
+	fd, err := openat(procFD, p, syscall.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
 	defer syscall.Close(fd)
 	size := 0
 	for {
-		m, err := retry(func() (int, error) { return syscall.Read(fd, s.buf[size:]) })
+		m, err := retry(func() (int, error) { return syscall.Read(fd, w.buf[size:]) })
 		if err != nil {
 			return nil, err
 		}
 		size += m
-		if m == 0 || size < len(s.buf) {
+		if m == 0 || size < len(w.buf) {
 			break
 		}
-		s.buf = append(s.buf, make([]byte, len(s.buf))...)
+		w.buf = append(w.buf, make([]byte, len(w.buf))...)
 	}
 	if size == 0 {
 		// An exited process's files read empty.
 		return nil, syscall.ESRCH
 	}
-	return s.buf[:size], nil
+	return w.buf[:size], nil
 }
 
 // openat opens a NUL-terminated path relative to dirFD. syscall.Openat

@@ -26,19 +26,20 @@ func (s *scanner) scan() (scanResult, error) {
 		return res, fmt.Errorf("read %s: %w", dir, err)
 	}
 	for _, e := range entries {
-		if !isPID([]byte(e.Name())) {
+		pid, ok := parsePID([]byte(e.Name()))
+		if !ok {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "stat"))
 		if err != nil {
 			if !vanished(err) {
-				res.fail(err)
+				res.fail(pid, err)
 			}
 			continue
 		}
 		st, err := procfs.ParseStat(b)
 		if err != nil {
-			res.fail(fmt.Errorf("%s/%s/stat: %w", dir, e.Name(), err))
+			res.fail(pid, fmt.Errorf("%s/%s/stat: %w", dir, e.Name(), err))
 			continue
 		}
 		res.Total++

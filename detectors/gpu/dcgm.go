@@ -11,17 +11,17 @@ import (
 // DCGM field IDs, by number so that they mean the same across go-dcgm
 // tags (v1.4601.x has only the legacy names). dcgm_fields.h.
 const (
-	fieldECCDBEVolatile       uint16 = 311 // DCGM_FI_DEV_ECC_DBE_VOL_TOTAL
-	fieldRetiredSBE           uint16 = 390 // DCGM_FI_DEV_RETIRED_SBE
-	fieldRetiredDBE           uint16 = 391 // DCGM_FI_DEV_RETIRED_DBE
-	fieldRetiredPending       uint16 = 392 // DCGM_FI_DEV_RETIRED_PENDING
-	fieldRemapUncorrectable   uint16 = 393 // DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS
-	fieldRowRemapFailed       uint16 = 395 // DCGM_FI_DEV_ROW_REMAP_FAILURE
-	fieldRowRemapPending      uint16 = 396 // DCGM_FI_DEV_ROW_REMAP_PENDING
-	dcgmStatusOK                     = 0   // DCGM_ST_OK
-	dcgmStatusNotSupported           = -6  // DCGM_ST_NOT_SUPPORTED
-	dcgmStatusGPUIsLost              = -18 // DCGM_ST_GPU_IS_LOST
-	dcgmStatusEntityOK               = 1   // DcgmEntityStatusOk
+	fieldECCDBEVolatile     uint16 = 311 // DCGM_FI_DEV_ECC_DBE_VOL_TOTAL
+	fieldRetiredSBE         uint16 = 390 // DCGM_FI_DEV_RETIRED_SBE
+	fieldRetiredDBE         uint16 = 391 // DCGM_FI_DEV_RETIRED_DBE
+	fieldRetiredPending     uint16 = 392 // DCGM_FI_DEV_RETIRED_PENDING
+	fieldRemapUncorrectable uint16 = 393 // DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS
+	fieldRowRemapFailed     uint16 = 395 // DCGM_FI_DEV_ROW_REMAP_FAILURE
+	fieldRowRemapPending    uint16 = 396 // DCGM_FI_DEV_ROW_REMAP_PENDING
+	dcgmStatusOK                   = 0   // DCGM_ST_OK
+	dcgmStatusNotSupported         = -6  // DCGM_ST_NOT_SUPPORTED
+	dcgmStatusGPUIsLost            = -18 // DCGM_ST_GPU_IS_LOST
+	dcgmStatusEntityOK             = 1   // DcgmEntityStatusOk
 )
 
 // DCGM's int64 sentinels (dcgm_fields.h DCGM_FT_INT64_*): BLANK, then

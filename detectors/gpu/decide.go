@@ -58,7 +58,7 @@ func DecideLost(in LostInput) (r plugin.Result, warning string) {
 	}
 	switch {
 	case in.Expected <= 0:
-		return plugin.Unknown("no expected GPU count: %s; %d GPUs visible (%s)", in.ExpectedErr, visible, in.Backend), ""
+		return plugin.Unknown("no expected GPU count (%d visible): %s", visible, in.ExpectedErr), ""
 	case visible < in.Expected:
 		return plugin.NonOK(v1alpha1.ReasonGPUCountMismatch, "%d of %d GPUs visible", visible, in.Expected), ""
 	case visible > in.Expected:

@@ -58,7 +58,7 @@ func TestDecideLost(t *testing.T) {
 		{desc: "more than expected is OK with a warning", in: LostInput{Backend: "dcgm", Devices: healthy(8), Expected: 4},
 			want: plugin.OK("8 GPUs healthy (dcgm), 4 expected"), warn: true},
 		{desc: "no expected count", in: LostInput{Backend: "nvml", Devices: healthy(8), Driver: busIDs, ExpectedErr: "node n1 has no nvidia.com/gpu.count label"},
-			want: plugin.Unknown("no expected GPU count: node n1 has no nvidia.com/gpu.count label; 8 GPUs visible (nvml)")},
+			want: plugin.Unknown("no expected GPU count (8 visible): node n1 has no nvidia.com/gpu.count label")},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			got, warn := DecideLost(tc.in)

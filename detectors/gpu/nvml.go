@@ -144,7 +144,8 @@ func cString(b []int8) string {
 	return sb.String()
 }
 
-// bounded runs f and waits for it or ctx, whichever ends first.
+// bounded runs f and waits for it or ctx, whichever ends first. A panic in
+// f is returned as an error.
 func bounded(ctx context.Context, what string, f func() ([]Device, error)) ([]Device, error) {
 	type result struct {
 		devs []Device
@@ -152,6 +153,13 @@ func bounded(ctx context.Context, what string, f func() ([]Device, error)) ([]De
 	}
 	done := make(chan result, 1)
 	go func() {
+		// The goroutine may outlive the caller, whose recover does not
+		// cover it: a panic in a cgo binding is an error, not a crash.
+		defer func() {
+			if p := recover(); p != nil {
+				done <- result{nil, fmt.Errorf("%s: internal error: %v", what, p)}
+			}
+		}()
 		devs, err := f()
 		done <- result{devs, err}
 	}()

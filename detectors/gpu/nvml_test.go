@@ -139,6 +139,13 @@ func TestNVMLInitFailures(t *testing.T) {
 	}
 }
 
+func TestNVMLPanicIsAnError(t *testing.T) {
+	// Unset mock funcs panic: DeviceGetCount here.
+	lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.SUCCESS }, ShutdownFunc: func() nvml.Return { return nvml.SUCCESS }}
+	_, err := (&NVML{Lib: lib}).Devices(context.Background(), false)
+	require.ErrorContains(t, err, "nvml: internal error")
+}
+
 func TestNVMLRealLibraryAbsent(t *testing.T) {
 	// On a machine without the NVIDIA driver go-nvml's Init must fail
 	// cleanly; with one, it must list devices. Either way, no panic.
@@ -153,7 +160,7 @@ func TestNVMLRealLibraryAbsent(t *testing.T) {
 func TestNVMLHangIsBounded(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
-	lib := &mock.Interface{InitFunc: func() nvml.Return { <-block; return nvml.SUCCESS }}
+	lib := &mock.Interface{InitFunc: func() nvml.Return { <-block; return nvml.ERROR_UNINITIALIZED }}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()

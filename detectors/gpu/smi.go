@@ -84,9 +84,9 @@ type smiOutput struct {
 // process group, which is killed at the timeout, and Wait gives up on the
 // pipes smiWaitDelay later.
 func (s *SMI) run(ctx context.Context, path string, args ...string) (smiOutput, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	start := time.Now()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Stdin = nil // the null device
@@ -97,10 +97,10 @@ func (s *SMI) run(ctx context.Context, path string, args ...string) (smiOutput, 
 	cmd.WaitDelay = smiWaitDelay
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		if cerr := context.Cause(ctx); errors.Is(cerr, context.DeadlineExceeded) {
-			return smiOutput{}, fmt.Errorf("nvidia-smi: no answer in %s", time.Since(start).Round(100*time.Millisecond))
+		if parent.Err() != nil {
+			return smiOutput{}, fmt.Errorf("nvidia-smi: %w", parent.Err())
 		}
-		return smiOutput{}, fmt.Errorf("nvidia-smi: %w", ctx.Err())
+		return smiOutput{}, fmt.Errorf("nvidia-smi: no answer in %s", s.Timeout)
 	}
 	out := smiOutput{output: append(stdout.Bytes(), stderr.Bytes()...)}
 	var exitErr *exec.ExitError
@@ -256,7 +256,9 @@ func parseSMI(out []byte, exitCode, nfields int, emptyOK bool, row func([]string
 	var devs []Device
 	noDevices := false
 	lines := 0
-	for _, line := range strings.Split(string(out), "\n") {
+	// A CR, alone or in CRLF, ends a line too.
+	text := strings.ReplaceAll(string(out), "\r", "\n")
+	for _, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" {
 			continue

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 
@@ -288,7 +289,8 @@ func FuzzDecideKeepsTheCount(f *testing.F) {
 	f.Add("enp175s0f1np1", "lowerlayerdown", uint8(3))
 	f.Add("a-very-long-interface-name-from-a-fixture", "notpresent", uint8(200))
 	f.Fuzz(func(t *testing.T, name, oper string, more uint8) {
-		if name == "" || len(strings.Fields(name)) != 1 || strings.Fields(name)[0] != name || strings.ContainsAny(oper, " \t\n\r\v\f\x85\xa0") {
+		// Line collapses white space; interface names have none.
+		if name == "" || strings.IndexFunc(name+oper, unicode.IsSpace) >= 0 {
 			t.Skip()
 		}
 		obs := Observation{Links: []Link{{Name: name, OperState: oper}}}

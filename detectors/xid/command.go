@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -223,14 +222,4 @@ func ParseResetRecord(data []byte) (bootID string, usec int64, err error) {
 
 func secondsToUsec(s float64) int64 {
 	return int64(math.Round(s * 1e6))
-}
-
-// sortedBuses is for tests and logs: the state's bus IDs in order.
-func sortedBuses(st *State) []string {
-	var out []string
-	for b := range st.GPUs {
-		out = append(out, b)
-	}
-	sort.Strings(out)
-	return out
 }

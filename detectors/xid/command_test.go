@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -185,4 +186,14 @@ func TestParseResetRecord(t *testing.T) {
 		require.Equal(t, boot1, id)
 		require.Equal(t, want, usec, in)
 	}
+}
+
+// sortedBuses is the state's bus IDs in order.
+func sortedBuses(st *State) []string {
+	var out []string
+	for b := range st.GPUs {
+		out = append(out, b)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -49,6 +49,7 @@ func TestDecide(t *testing.T) {
 		{desc: "earliest of the worst names the fault", events: []Found{ev(gpuA, 62, 20), ev(gpuA, 46, 5), ev(gpuA, 13, 1)},
 			want: "XidResetRequired: Xid 46 on 0000:3b:00.0: GPU timeout; reset required"},
 		{desc: "a reset clears earlier Xids", events: []Found{ev(gpuA, 46, 5)}, resets: []reset{{gpuA, 6}}, want: OKMessage},
+		{desc: "an Xid logged at the reset's instant is cleared", events: []Found{ev(gpuA, 46, 6)}, resets: []reset{{gpuA, 6}}, want: OKMessage},
 		{desc: "a reset clears a reboot-worthy Xid too", events: []Found{ev(gpuA, 79, 5)}, resets: []reset{{gpuA, 6}}, want: OKMessage},
 		{desc: "an Xid after the reset counts", events: []Found{ev(gpuA, 46, 5), ev(gpuA, 62, 7)}, resets: []reset{{gpuA, 6}},
 			want: "XidResetRequired: Xid 62 on 0000:3b:00.0: PMU halt; reset required"},

@@ -1,0 +1,194 @@
+package gpu
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kubemedic/kubemedic/detectors/host"
+	"github.com/kubemedic/kubemedic/detectors/plugin"
+)
+
+type fakeBackend struct {
+	name  string
+	devs  []Device
+	err   error
+	calls int
+}
+
+func (f *fakeBackend) Name() string { return f.name }
+func (f *fakeBackend) Devices(context.Context, bool) ([]Device, error) {
+	f.calls++
+	return f.devs, f.err
+}
+
+func testEnv(t *testing.T, root string) *plugin.Env {
+	return &plugin.Env{Root: host.Root(root), Node: "gpu-1", Now: time.Now, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func driverRoot(t *testing.T, ids ...string) string {
+	root := t.TempDir()
+	for _, id := range ids {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, "proc/driver/nvidia/gpus", id), 0o755))
+	}
+	return root
+}
+
+func TestListDevicesFallback(t *testing.T) {
+	env := testEnv(t, "")
+	nv := &fakeBackend{name: "nvml", err: libraryNotFoundError("nvml: libnvidia-ml.so.1 not found")}
+	smi := &fakeBackend{name: "nvidia-smi", devs: healthy(8)}
+	devs, name, err := listDevices(context.Background(), env, []Backend{nv, smi}, false)
+	require.NoError(t, err)
+	require.Equal(t, "nvidia-smi", name)
+	require.Len(t, devs, 8)
+
+	// Any other NVML failure is reported, not papered over by nvidia-smi.
+	nv = &fakeBackend{name: "nvml", err: errors.New("nvml: init: NVIDIA driver not loaded")}
+	smi = &fakeBackend{name: "nvidia-smi", devs: healthy(8)}
+	_, _, err = listDevices(context.Background(), env, []Backend{nv, smi}, false)
+	require.EqualError(t, err, "nvml: init: NVIDIA driver not loaded")
+	require.Zero(t, smi.calls)
+
+	nv = &fakeBackend{name: "nvml", err: libraryNotFoundError("nvml: libnvidia-ml.so.1 not found")}
+	smi = &fakeBackend{name: "nvidia-smi", err: errors.New("nvidia-smi: not found on PATH or under /")}
+	_, _, err = listDevices(context.Background(), env, []Backend{nv, smi}, false)
+	require.EqualError(t, err, "nvml: libnvidia-ml.so.1 not found; nvidia-smi: not found on PATH or under /")
+}
+
+func TestBackendSelection(t *testing.T) {
+	env := testEnv(t, "")
+	names := func(o backendOptions) ([]string, error) {
+		bs, err := o.backends(env)
+		var out []string
+		for _, b := range bs {
+			out = append(out, b.Name())
+		}
+		return out, err
+	}
+	for _, tc := range []struct {
+		o       backendOptions
+		want    []string
+		wantErr string
+	}{
+		{o: backendOptions{backend: "auto"}, want: []string{"nvml", "nvidia-smi"}},
+		{o: backendOptions{backend: "auto", dcgmAddr: "localhost:5555"}, want: []string{"dcgm"}},
+		{o: backendOptions{backend: "nvml"}, want: []string{"nvml"}},
+		{o: backendOptions{backend: "nvidia-smi"}, want: []string{"nvidia-smi"}},
+		{o: backendOptions{backend: "dcgm", dcgmAddr: "h:1"}, want: []string{"dcgm"}},
+		{o: backendOptions{backend: "dcgm"}, wantErr: "--backend=dcgm needs --dcgm-address"},
+		{o: backendOptions{backend: "rocm"}, wantErr: `--backend: "rocm" is not auto, nvml, dcgm or nvidia-smi`},
+	} {
+		got, err := names(tc.o)
+		if tc.wantErr != "" {
+			require.EqualError(t, err, tc.wantErr)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got)
+	}
+}
+
+func TestCheckLost(t *testing.T) {
+	labels := func(l map[string]string, err error) labelsFunc {
+		return func(context.Context, string) (map[string]string, error) { return l, err }
+	}
+	noCall := func(context.Context, string) (map[string]string, error) {
+		t.Fatal("labels read although --expected-gpus is set")
+		return nil, nil
+	}
+	for _, tc := range []struct {
+		desc     string
+		root     string
+		backend  *fakeBackend
+		expected int
+		labels   labelsFunc
+		want     string
+		status   plugin.Status
+	}{
+		{desc: "flag", backend: &fakeBackend{name: "nvml", devs: healthy(8)}, expected: 8, labels: noCall,
+			want: "8 of 8 GPUs healthy (nvml)", status: plugin.StatusOK},
+		{desc: "label", backend: &fakeBackend{name: "nvml", devs: healthy(8)}, labels: labels(map[string]string{GPUCountLabel: "8"}, nil),
+			want: "8 of 8 GPUs healthy (nvml)", status: plugin.StatusOK},
+		{desc: "label says more", backend: &fakeBackend{name: "nvml", devs: healthy(7)}, labels: labels(map[string]string{GPUCountLabel: "8"}, nil),
+			want: "GPUCountMismatch: 7 of 8 GPUs visible", status: plugin.StatusNonOK},
+		{desc: "driver dir names the missing GPU", root: "driver", backend: &fakeBackend{name: "nvml", devs: healthy(8)[1:]}, expected: 8, labels: noCall,
+			want: "GPUCountMismatch: 7 of 8 GPUs visible; missing 0000:18:00.0", status: plugin.StatusNonOK},
+		{desc: "no label", backend: &fakeBackend{name: "nvml", devs: healthy(8)}, labels: labels(map[string]string{}, nil),
+			want: "no expected GPU count (8 visible): node gpu-1 has no nvidia.com/gpu.count label", status: plugin.StatusUnknown},
+		{desc: "bad label", backend: &fakeBackend{name: "nvml", devs: healthy(8)}, labels: labels(map[string]string{GPUCountLabel: "eight"}, nil),
+			want: `no expected GPU count (8 visible): node gpu-1 label nvidia.com/gpu.count="eight"`, status: plugin.StatusUnknown},
+		{desc: "labels unreadable", backend: &fakeBackend{name: "nvml", devs: healthy(8)}, labels: labels(nil, errors.New("HTTP 403: forbidden")),
+			want: "no expected GPU count (8 visible): read node labels: HTTP 403: forbidden", status: plugin.StatusUnknown},
+		{desc: "backend fails", backend: &fakeBackend{name: "nvml", err: errors.New("nvml: init: ERROR_UNKNOWN")}, expected: 8, labels: noCall,
+			want: "gpu: nvml: init: ERROR_UNKNOWN", status: plugin.StatusUnknown},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			root := t.TempDir()
+			if tc.root == "driver" {
+				root = driverRoot(t, busIDs...)
+			}
+			r := checkLost(context.Background(), testEnv(t, root), []Backend{tc.backend}, tc.expected, tc.labels)
+			require.Equal(t, tc.status, r.Status)
+			require.Equal(t, tc.want, r.Line())
+		})
+	}
+}
+
+func TestCheckMemory(t *testing.T) {
+	env := testEnv(t, "")
+	r := checkMemory(context.Background(), env, []Backend{&fakeBackend{name: "nvml", err: errors.New("nvml: init: ERROR_UNKNOWN")}}, Thresholds{DBE: 1})
+	require.Equal(t, plugin.Unknown("gpu-memory: nvml: init: ERROR_UNKNOWN"), r)
+	r = checkMemory(context.Background(), env, []Backend{&fakeBackend{name: "nvml", devs: healthy(8)}}, Thresholds{DBE: 1})
+	require.Equal(t, plugin.StatusOK, r.Status)
+}
+
+func TestDriverBusIDs(t *testing.T) {
+	ids, present, err := DriverBusIDs(host.Root(t.TempDir()))
+	require.NoError(t, err)
+	require.False(t, present)
+	require.Nil(t, ids)
+
+	root := driverRoot(t, "0000:3b:00.0", "0000:18:00.0", "not-a-bus-id")
+	ids, present, err = DriverBusIDs(host.Root(root))
+	require.NoError(t, err)
+	require.True(t, present)
+	require.Equal(t, []string{"0000:18:00.0", "0000:3b:00.0"}, ids)
+}
+
+// The commands end to end through plugin.Main with nvidia-smi scripts:
+// exit codes and lines as NPD sees them.
+func TestCommandsEndToEnd(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", "testdata", "gpu"))
+	require.NoError(t, err)
+	lost := writeScript(t, "cat '"+filepath.Join(dir, "query-gpu-h100x8-one-lost.txt")+"'; exit 15")
+	pending := writeScript(t, "case \"$1\" in --query-gpu=*) cat '"+filepath.Join(dir, "query-gpu-a100x8-healthy.txt")+"';; *) cat '"+filepath.Join(dir, "remapped-rows-a100x8-pending.txt")+"';; esac")
+	hang := writeScript(t, "sleep 30")
+	cmds := []*plugin.Command{Command(), MemoryCommand()}
+	for _, tc := range []struct {
+		args []string
+		code int
+		line string
+	}{
+		{[]string{"gpu", "--backend=nvidia-smi", "--nvidia-smi=" + lost, "--expected-gpus=8"}, 1, "GPUFellOffBus: GPU 0000:3a:00.0 is lost (fell off the bus); reboot required"},
+		{[]string{"gpu-memory", "--backend=nvidia-smi", "--nvidia-smi=" + pending}, 1, "RowRemapPending: row remap pending on 0000:4e:00.0; reset GPU"},
+		{[]string{"gpu-memory", "--backend=nvidia-smi", "--nvidia-smi=" + hang, "--nvidia-smi-timeout=200ms"}, 2, "gpu-memory: nvidia-smi: no answer in 200ms"},
+		{[]string{"gpu", "--backend=nvidia-smi", "--nvidia-smi=/nonexistent/nvidia-smi", "--expected-gpus=8"}, 2, "gpu: nvidia-smi: stat /nonexistent/nvidia-smi: no such file or directory"},
+		{[]string{"gpu", "--backend=dcgm", "--expected-gpus=8"}, 2, "gpu: --backend=dcgm needs --dcgm-address"},
+	} {
+		t.Run(tc.args[0]+" "+tc.args[1], func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := plugin.Main(cmds, append(tc.args, "--root="+t.TempDir()), &out, &errOut)
+			require.Equal(t, tc.code, code, "stderr: %s", errOut.String())
+			require.Equal(t, tc.line+"\n", out.String())
+		})
+	}
+}
