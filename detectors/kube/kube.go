@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -150,7 +151,7 @@ func (c *Client) kubeletPods(ctx context.Context) ([]Pod, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("kubelet: read token: %w", err)
 	}
-	cfg := &rest.Config{Host: c.opts.KubeletURL, BearerToken: string(token), Timeout: c.opts.Timeout}
+	cfg := &rest.Config{Host: c.opts.KubeletURL, BearerToken: strings.TrimSpace(string(token)), Timeout: c.opts.Timeout}
 	cfg.TLSClientConfig.Insecure = c.opts.KubeletInsecure
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {

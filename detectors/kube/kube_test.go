@@ -43,7 +43,8 @@ func TestNodePodsFromKubelet(t *testing.T) {
 	srv := kubelet(t, "s3cret", `{"kind":"PodList","items":[
 	  {"metadata":{"uid":"74c13223-5a00-4e7d-9f2e-3a2d5c1b6a77","namespace":"ml","name":"train-0"}},
 	  {"metadata":{"uid":"0b6e5d7c-1111-2222-3333-444455556666","namespace":"ml","name":"old","deletionTimestamp":"2026-11-21T10:00:00Z"}}]}`)
-	c := kube.New(kube.Options{KubeletURL: srv.URL, TokenFile: tokenFile(t, "s3cret"), KubeletInsecure: true, Timeout: time.Second})
+	// Token files end in a newline more often than not.
+	c := kube.New(kube.Options{KubeletURL: srv.URL, TokenFile: tokenFile(t, "s3cret\n"), KubeletInsecure: true, Timeout: time.Second})
 	pods, source, err := c.NodePods(context.Background(), "gpu-1")
 	require.NoError(t, err)
 	require.Equal(t, "kubelet", source)
