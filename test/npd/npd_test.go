@@ -1,0 +1,227 @@
+package npd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/test/harness"
+)
+
+// TestNPDEndToEnd runs the real node-problem-detector with the monitor
+// configs from deploy/npd, pointed at kubemedic-detect and fixture host
+// trees, against a real API server. For xid, nfs and dstate the condition
+// must appear on the Node with the detector's reason and message, and clear
+// once the fixture heals.
+func TestNPDEndToEnd(t *testing.T) {
+	env := harness.Start(t, harness.Options{})
+	ctx := context.Background()
+	nodes, err := env.CreateGPUNodes(ctx, 1, harness.NodeSpec{GPUs: 8})
+	require.NoError(t, err)
+	node := nodes[0].Name
+	detect := harness.GoBuild(t, "./cmd/kubemedic-detect")
+	npdBin := filepath.Join(env.BinDir, "node-problem-detector")
+
+	root := t.TempDir()
+	stateDir := t.TempDir()
+	bootID := "6f1b2c3d-0000-4000-8000-000000000001"
+	writeFile(t, root, "/proc/sys/kernel/random/boot_id", bootID+"\n")
+	writeFile(t, root, "/proc/uptime", "1000.00 1900.00\n")
+
+	// xid: a kernel log file with noise and, later, an Xid 79.
+	writeFile(t, root, "/kmsg", "6,1,1000,-;Linux version 6.8.0 (buildd@lcy02)\n"+
+		"6,2,2000,-;NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07\n")
+
+	// nfs: /mnt/datasets is expected but not mounted yet.
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { listener.Close() })
+	nfsPort := listener.Addr().(*net.TCPAddr).Port
+	writeFile(t, root, "/proc/1/mountinfo", mountinfoBase)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "mnt/datasets"), 0o755))
+
+	// dstate: a process of a pod that does not exist, stuck in D.
+	const podUID = "74c13223-5a00-4e7d-9f2e-3a2d5c1b6a77"
+	writeProc(t, root, 4242, "python3", 'D', podUID)
+	writeProc(t, root, 4300, "sshd", 'S', "")
+
+	configs := []string{
+		npdConfig(t, "xid.json", detect, root, "--state-dir="+stateDir, "--kmsg=/kmsg"),
+		npdConfig(t, "nfs.json", detect, root, "--state-dir="+stateDir, "--mountinfo=/proc/1/mountinfo",
+			"--mount=/mnt/datasets", "--probe-timeout=2s", "--fstab=false"),
+		npdConfig(t, "dstate.json", detect, root, "--state-dir="+stateDir, "--min-duration=0s",
+			"--kubeconfig="+env.Kubeconfig, "--kubelet-url=", "--node="+node),
+	}
+	logPath := filepath.Join(t.TempDir(), "npd.log")
+	logFile, err := os.Create(logPath)
+	require.NoError(t, err)
+	npd := exec.Command(npdBin,
+		"--config.custom-plugin-monitor="+strings.Join(configs, ","),
+		"--apiserver-override="+env.Config.Host+"?inClusterConfig=false&auth="+env.Kubeconfig,
+		"--hostname-override="+node,
+		"--port=0", "--prometheus-port=0",
+		"--k8s-exporter-heartbeat-period=10s",
+		"--logtostderr", "--v=2")
+	npd.Stdout, npd.Stderr = logFile, logFile
+	npd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, npd.Start())
+	t.Cleanup(func() {
+		_ = syscall.Kill(-npd.Process.Pid, syscall.SIGKILL)
+		_ = npd.Wait()
+		logFile.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("node-problem-detector log (tail):\n%s", tail(string(b), 6000))
+		}
+	})
+
+	expect := func(condType string, status corev1.ConditionStatus, reason, messagePart string) {
+		t.Helper()
+		var last *corev1.NodeCondition
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			var n corev1.Node
+			err := env.Client.Get(ctx, client.ObjectKey{Name: node}, &n)
+			require.NoError(t, err)
+			last = harness.FindNodeCondition(&n, corev1.NodeConditionType(condType))
+			if last != nil && last.Status == status &&
+				v1alpha1.EffectiveReason(string(last.Type), last.Reason, last.Message) == reason &&
+				strings.Contains(last.Message, messagePart) {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Fatalf("node %s condition %s: want status %s, reason %s, message containing %q; last seen %+v",
+			node, condType, status, reason, messagePart, last)
+	}
+
+	// Faults appear with the detector's reason and message.
+	appendFile(t, root, "/kmsg", "3,3,5000000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n")
+	expect(v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.ReasonXidRebootRequired, "0000:3b:00.0")
+	expect(v1alpha1.ConditionNFSMountUnhealthy, corev1.ConditionTrue, v1alpha1.ReasonMountMissing, "/mnt/datasets")
+	expect(v1alpha1.ConditionPodProcessesStuck, corev1.ConditionTrue, v1alpha1.ReasonDStateOrphans, podUID)
+
+	var n corev1.Node
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: node}, &n))
+	c := harness.FindNodeCondition(&n, corev1.NodeConditionType(v1alpha1.ConditionGPUXidError))
+	require.NotNil(t, c)
+	require.Equal(t, v1alpha1.DetectReason, c.Reason, "NPD writes its rule's reason")
+	require.LessOrEqual(t, len(c.Message), 80)
+
+	// The fixtures heal: the node rebooted (new boot ID, empty kernel log),
+	// the mount is there and its server answers, the process left D.
+	writeFile(t, root, "/proc/sys/kernel/random/boot_id", "6f1b2c3d-0000-4000-8000-000000000002\n")
+	writeFile(t, root, "/proc/uptime", "30.00 50.00\n")
+	writeFile(t, root, "/kmsg", "6,1,1000,-;Linux version 6.8.0 (buildd@lcy02)\n")
+	writeFile(t, root, "/proc/1/mountinfo", mountinfoBase+
+		fmt.Sprintf("612 29 0:57 / /mnt/datasets rw,relatime shared:301 - nfs4 127.0.0.1:/export rw,vers=4.2,port=%d,addr=127.0.0.1\n", nfsPort))
+	writeProc(t, root, 4242, "python3", 'S', podUID)
+
+	expect(v1alpha1.ConditionGPUXidError, corev1.ConditionFalse, "NoXidError", "")
+	expect(v1alpha1.ConditionNFSMountUnhealthy, corev1.ConditionFalse, "NFSMountsHealthy", "")
+	expect(v1alpha1.ConditionPodProcessesStuck, corev1.ConditionFalse, "NoStuckProcesses", "")
+}
+
+const mountinfoBase = `22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw
+23 22 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw
+24 22 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:2 - sysfs sysfs rw
+`
+
+// npdConfig rewrites the deploy/npd monitor config name to run detect on
+// root every second, with extra flags appended, and returns its path.
+func npdConfig(t *testing.T, name, detect, root string, extra ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy/npd", name))
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal(b, &cfg))
+	cfg["pluginConfig"].(map[string]any)["invoke_interval"] = "1s"
+	for _, r := range cfg["rules"].([]any) {
+		rule := r.(map[string]any)
+		rule["path"] = detect
+		var args []any
+		for _, a := range rule["args"].([]any) {
+			s := a.(string)
+			if strings.HasPrefix(s, "--root=") {
+				s = "--root=" + root
+			}
+			args = append(args, s)
+		}
+		for _, e := range extra {
+			args = append(args, e)
+		}
+		rule["args"] = args
+	}
+	out, err := json.MarshalIndent(cfg, "", "  ")
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, out, 0o644))
+	return p
+}
+
+// writeProc writes /proc/<pid>/stat and cgroup (a pod's cgroup when podUID
+// is set) under root.
+func writeProc(t *testing.T, root string, pid int, comm string, state byte, podUID string) {
+	t.Helper()
+	stat := fmt.Sprintf("%d (%s) %c 1 %d %d 0 -1 4194560 100 0 0 0 10 5 0 0 20 0 1 0 12345 10000000 500 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n",
+		pid, comm, state, pid, pid)
+	writeFile(t, root, fmt.Sprintf("/proc/%d/stat", pid), stat)
+	cg := "0::/system.slice/sshd.service\n"
+	if podUID != "" {
+		cg = "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" +
+			strings.ReplaceAll(podUID, "-", "_") + ".slice/cri-containerd-0123456789abcdef.scope\n"
+	}
+	writeFile(t, root, fmt.Sprintf("/proc/%d/cgroup", pid), cg)
+}
+
+// writeFile replaces a fixture file atomically, so that a check never reads
+// half of it.
+func writeFile(t *testing.T, root, p, content string) {
+	t.Helper()
+	full := filepath.Join(root, p)
+	require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+	tmp := full + ".tmp"
+	require.NoError(t, os.WriteFile(tmp, []byte(content), 0o644))
+	require.NoError(t, os.Rename(tmp, full))
+}
+
+func appendFile(t *testing.T, root, p, content string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, p))
+	require.NoError(t, err)
+	writeFile(t, root, p, string(b)+content)
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, parent, dir, "no go.mod above the test")
+		dir = parent
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
