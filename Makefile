@@ -12,7 +12,7 @@ STATICCHECK    := $(TOOLS_DIR)/staticcheck-$(STATICCHECK_VERSION)
 
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build test unit testbin generate lint bench fuzz demo tools clean-testbin help
+.PHONY: all build test unit testbin generate lint bench bench-detect fuzz demo tools clean-testbin help
 
 all: build
 
@@ -43,6 +43,9 @@ lint: $(STATICCHECK) ## gofmt, go vet and staticcheck
 
 bench: testbin ## Run the benchmarks
 	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" go test -run='^$$' -bench=. -benchmem ./...
+
+bench-detect: ## Time whole kubemedic-detect invocations against hand-written shell plugins on large fixtures
+	go run ./test/scale/detect
 
 FUZZTIME ?= 2m
 fuzz: ## Run every fuzz target for FUZZTIME each (CI runs only their seed corpora, in make test)

@@ -40,6 +40,12 @@ func TestMonitorConfigs(t *testing.T) {
 			dec.DisallowUnknownFields()
 			require.NoError(t, dec.Decode(&cfg))
 			require.NoError(t, cfg.ApplyConfiguration())
+			// NPD's Validate wants the plugin to exist: check the
+			// in-cluster path, then validate against the built binary.
+			for _, r := range cfg.Rules {
+				require.Equal(t, "/opt/kubemedic/bin/kubemedic-detect", r.Path)
+				r.Path = detect
+			}
 			require.NoError(t, cfg.Validate())
 
 			g := cfg.PluginGlobalConfig
@@ -59,7 +65,6 @@ func TestMonitorConfigs(t *testing.T) {
 			require.Equal(t, "permanent", string(rule.Type))
 			require.Equal(t, cond.Type, rule.Condition)
 			require.Equal(t, v1alpha1.DetectReason, rule.Reason)
-			require.Equal(t, "/opt/kubemedic/bin/kubemedic-detect", rule.Path)
 			require.LessOrEqual(t, *rule.Timeout, *g.Timeout, "NPD uses the smaller of the two")
 
 			// The check's own deadline must come first, with room to print.
