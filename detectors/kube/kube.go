@@ -39,6 +39,9 @@ type Options struct {
 	Timeout time.Duration
 }
 
+// mirrorAnnotation on a mirror pod holds the static pod's UID.
+const mirrorAnnotation = "kubernetes.io/config.mirror"
+
 const serviceAccountToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 // BindFlags registers the options on fs.
@@ -67,7 +70,8 @@ type podList struct {
 			UID               string     `json:"uid"`
 			Namespace         string     `json:"namespace"`
 			Name              string     `json:"name"`
-			DeletionTimestamp *time.Time `json:"deletionTimestamp"`
+			DeletionTimestamp *time.Time        `json:"deletionTimestamp"`
+			Annotations       map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	} `json:"items"`
 	Metadata struct {
@@ -190,7 +194,14 @@ func (c *Client) apiServerPods(ctx context.Context, name string) ([]Pod, error) 
 func (l *podList) pods() []Pod {
 	out := make([]Pod, 0, len(l.Items))
 	for _, it := range l.Items {
-		out = append(out, Pod{UID: it.Metadata.UID, Namespace: it.Metadata.Namespace, Name: it.Metadata.Name, DeletionTimestamp: it.Metadata.DeletionTimestamp})
+		uid := it.Metadata.UID
+		// A static pod runs in a cgroup named after the kubelet's hash of
+		// its manifest; the API server knows only its mirror pod, whose own
+		// UID differs and whose annotation holds that hash.
+		if hash := it.Metadata.Annotations[mirrorAnnotation]; hash != "" {
+			uid = hash
+		}
+		out = append(out, Pod{UID: uid, Namespace: it.Metadata.Namespace, Name: it.Metadata.Name, DeletionTimestamp: it.Metadata.DeletionTimestamp})
 	}
 	return out
 }

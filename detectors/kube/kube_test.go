@@ -42,13 +42,16 @@ func tokenFile(t *testing.T, token string) string {
 func TestNodePodsFromKubelet(t *testing.T) {
 	srv := kubelet(t, "s3cret", `{"kind":"PodList","items":[
 	  {"metadata":{"uid":"74c13223-5a00-4e7d-9f2e-3a2d5c1b6a77","namespace":"ml","name":"train-0"}},
-	  {"metadata":{"uid":"0b6e5d7c-1111-2222-3333-444455556666","namespace":"ml","name":"old","deletionTimestamp":"2026-11-21T10:00:00Z"}}]}`)
+	  {"metadata":{"uid":"0b6e5d7c-1111-2222-3333-444455556666","namespace":"ml","name":"old","deletionTimestamp":"2026-11-21T10:00:00Z"}},
+	  {"metadata":{"uid":"5a6b7c8d-0000-1111-2222-333344445555","namespace":"kube-system","name":"etcd-gpu-1",
+	    "annotations":{"kubernetes.io/config.mirror":"9f8e7d6c5b4a39281706f5e4d3c2b1a0"}}}]}`)
 	// Token files end in a newline more often than not.
 	c := kube.New(kube.Options{KubeletURL: srv.URL, TokenFile: tokenFile(t, "s3cret\n"), KubeletInsecure: true, Timeout: time.Second})
 	pods, source, err := c.NodePods(context.Background(), "gpu-1")
 	require.NoError(t, err)
 	require.Equal(t, "kubelet", source)
-	require.Len(t, pods, 2)
+	require.Len(t, pods, 3)
+	require.Equal(t, "9f8e7d6c5b4a39281706f5e4d3c2b1a0", pods[2].UID, "a mirror pod stands for its static pod, whose cgroup has the hash")
 	require.Equal(t, "74c13223-5a00-4e7d-9f2e-3a2d5c1b6a77", pods[0].UID)
 	require.Nil(t, pods[0].DeletionTimestamp)
 	require.Equal(t, time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), pods[1].DeletionTimestamp.UTC())

@@ -177,10 +177,14 @@ func measure(n int, argv []string) (stats, error) {
 			return stats{}, err
 		}
 		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		rss, err := peakRSS(argv)
+		if err != nil {
+			return stats{}, err
+		}
 		s := sample{
 			wall: wall,
 			cpu:  time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
-			rss:  ru.Maxrss,
+			rss:  rss,
 			code: cmd.ProcessState.ExitCode(),
 			out:  strings.TrimSpace(out.String()),
 		}
@@ -205,6 +209,34 @@ func measure(n int, argv []string) (stats, error) {
 		st.out = st.out[:60] + "..."
 	}
 	return st, nil
+}
+
+// peakRSS runs argv under GNU time and returns the peak RSS in KiB of the
+// process and its descendants. Not from our own wait4: Go starts children
+// with CLONE_VM|CLONE_VFORK, so at exec the kernel carries this program's
+// own RSS into the child's ru_maxrss, and every number would read ~15 MiB.
+func peakRSS(argv []string) (int64, error) {
+	f, err := os.CreateTemp("", "rss")
+	if err != nil {
+		return 0, err
+	}
+	f.Close()
+	defer os.Remove(f.Name())
+	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", f.Name()}, argv...)...)
+	_ = cmd.Run() // the exit code is the measured command's
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		return 0, fmt.Errorf("/usr/bin/time (GNU time): %w", err)
+	}
+	lines := strings.Fields(string(b))
+	if len(lines) == 0 {
+		return 0, fmt.Errorf("/usr/bin/time printed nothing for %v", argv)
+	}
+	var kib int64
+	if _, err := fmt.Sscan(lines[len(lines)-1], &kib); err != nil {
+		return 0, fmt.Errorf("/usr/bin/time output %q: %w", b, err)
+	}
+	return kib, nil
 }
 
 func writeHostFiles(root string) error {
