@@ -67,9 +67,9 @@ type Pod struct {
 type podList struct {
 	Items []struct {
 		Metadata struct {
-			UID               string     `json:"uid"`
-			Namespace         string     `json:"namespace"`
-			Name              string     `json:"name"`
+			UID               string            `json:"uid"`
+			Namespace         string            `json:"namespace"`
+			Name              string            `json:"name"`
 			DeletionTimestamp *time.Time        `json:"deletionTimestamp"`
 			Annotations       map[string]string `json:"annotations"`
 		} `json:"metadata"`
