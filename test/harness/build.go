@@ -30,16 +30,33 @@ func GoBuild(tb testing.TB, pkg string) string {
 		tb.Fatalf("build %s: %v", pkg, err)
 	}
 	if builtDir == "" {
-		// Not tb.TempDir: the binary outlives the test that built it.
-		if builtDir, err = os.MkdirTemp("", "kubemedic-bin-"); err != nil {
+		// Not tb.TempDir: the binary outlives the test that built it. One
+		// fixed directory, so that test runs do not pile up binaries.
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		builtDir = filepath.Join(cache, "kubemedic", "test-bin")
+		if err := os.MkdirAll(builtDir, 0o755); err != nil {
 			tb.Fatalf("build %s: %v", pkg, err)
 		}
 	}
 	out := filepath.Join(builtDir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+	// Test packages run in parallel and may build the same binary: build
+	// to a private name and rename, which never disturbs a running copy.
+	tmp, err := os.CreateTemp(builtDir, filepath.Base(pkg)+".build-*")
+	if err != nil {
+		tb.Fatalf("build %s: %v", pkg, err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	cmd := exec.Command("go", "build", "-o", tmp.Name(), pkg)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		tb.Fatalf("build %s: %v", pkg, err)
 	}
 	built[pkg] = out
 	return out
