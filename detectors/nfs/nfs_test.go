@@ -401,3 +401,26 @@ func TestRunRecords(t *testing.T) {
 		require.Equal(t, "MountHung: /mnt/a still hung >300ms", r.Line())
 	})
 }
+
+// TestRunProbeFailures: a probe child that cannot start, or that exits
+// without answering, is Unknown, never OK (there is no evidence), and a
+// mount is never called hung on its account.
+func TestRunProbeFailures(t *testing.T) {
+	mi := "27 1 259:2 / / rw - ext4 /dev/root rw\n30 27 0:30 / /mnt/a rw - fuse.test t rw\n"
+	for _, tc := range []struct {
+		desc, exe, want string
+	}{
+		{"child cannot start", "/nonexistent/kubemedic-detect", "nfs: start probe"},
+		{"child exits without an answer", "/bin/true", "probe exited"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			env := fixtureEnv(t, mi, "/mnt/a")
+			env.Executable = tc.exe
+			c := defaultConfig()
+			c.FSTypes = []string{"fuse.test"}
+			r := c.Run(context.Background(), env)
+			require.Equal(t, plugin.StatusUnknown, r.Status, r.Line())
+			require.Contains(t, r.Line(), tc.want)
+		})
+	}
+}

@@ -61,7 +61,7 @@ func Main(cmds []*Command, args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	exe, _ := os.Executable()
+	exe, exeErr := os.Executable()
 	env := &Env{
 		Root:       host.Root(*root),
 		StateDir:   *stateDir,
@@ -69,6 +69,10 @@ func Main(cmds []*Command, args []string, stdout, stderr io.Writer) int {
 		Now:        time.Now,
 		Log:        slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("check", cmd.Name),
 		Executable: exe,
+	}
+	if exeErr != nil {
+		// Checks that run a probe child report Unknown when they need it.
+		env.Log.Warn("Cannot find kubemedic-detect's own executable", "err", exeErr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
