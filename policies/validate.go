@@ -373,6 +373,7 @@ func validateNodeOperationSpec(s *v1alpha1.NodeOperationSpec, p *field.Path) fie
 		errs = append(errs, positive(s.Timeout, p.Child("timeout"))...)
 	}
 	errs = append(errs, nonNegative(s.HealthyFor, p.Child("healthyFor"))...)
+	errs = append(errs, nonNegative(s.RecoveryTimeout, p.Child("recoveryTimeout"))...)
 	return append(errs, maxLen(s.Reason, 1024, p.Child("reason"))...)
 }
 

@@ -88,6 +88,15 @@ type NodeOperationSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	HealthyFor *metav1.Duration `json:"healthyFor,omitempty"`
 
+	// RecoveryTimeout bounds verification: when the node has not passed it
+	// this long after the operation's success criterion, the operation fails
+	// and the policy escalates. Unset: 10m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
+	RecoveryTimeout *metav1.Duration `json:"recoveryTimeout,omitempty"`
+
 	// Urgent lets the operation run outside maintenance windows.
 	// +optional
 	Urgent bool `json:"urgent,omitempty"`
@@ -211,6 +220,18 @@ const (
 	ReasonNodeCooldown      = "NodeCooldown"
 	ReasonOutsideWindow     = "OutsideMaintenanceWindow"
 	ReasonPaused            = "Paused"
+	ReasonNodeBusy          = "NodeBusy"
+	ReasonOptedOut          = "OptedOut"
+	ReasonPolicyNotFound    = "PolicyNotFound"
+	ReasonNodeNotFound      = "NodeNotFound"
+	ReasonTemplateNotFound  = "TemplateNotFound"
+	ReasonParameterMissing  = "ParameterMissing"
+	ReasonDrainFailed       = "DrainFailed"
+	ReasonOperationFailed   = "OperationFailed"
+	ReasonOperationTimeout  = "OperationTimeout"
+	ReasonRecoveryTimeout   = "RecoveryTimeout"
+	ReasonVerified          = "Verified"
+	ReasonQuarantined       = "Quarantined"
 )
 
 // +kubebuilder:object:root=true

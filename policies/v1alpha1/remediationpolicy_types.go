@@ -404,6 +404,11 @@ type RemediationPolicyStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	LastBreakerReset string `json:"lastBreakerReset,omitempty"`
+	// BreakerBelowLimitSince is when the unhealthy count of an open breaker
+	// last fell to or below maxUnhealthy; the breaker closes once it has
+	// stayed there for breakerCooldown.
+	// +optional
+	BreakerBelowLimitSince *metav1.Time `json:"breakerBelowLimitSince,omitempty"`
 	// Conditions: Ready, BreakerOpen, Paused.
 	// +optional
 	// +listType=map

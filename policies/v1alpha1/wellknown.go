@@ -11,8 +11,20 @@ const (
 
 	// LabelPolicy on a NodeOperation names the RemediationPolicy that created it.
 	LabelPolicy = "kubemedic.io/policy"
-	// LabelNode on a NodeOperation and its Pod names the target Node.
+	// LabelNode on a NodeOperation and its Pod names the target Node (when
+	// the name fits in a label value).
 	LabelNode = "kubemedic.io/node"
+	// LabelEpisode on a NodeOperation identifies the fault episode it belongs
+	// to: a hash of the trigger condition's type and lastTransitionTime. The
+	// steps of one ladder share it.
+	LabelEpisode = "kubemedic.io/episode"
+	// LabelStepIndex on a NodeOperation is the index of its step in the
+	// policy's ladder; the index one past the last step is the implicit
+	// quarantine at the end of the ladder.
+	LabelStepIndex = "kubemedic.io/step-index"
+	// LabelOperation on an operation Pod names its NodeOperation. The drain
+	// leaves such pods alone.
+	LabelOperation = "kubemedic.io/operation"
 
 	// AnnotationCordonedBy on a Node records that kubemedic cordoned it (the
 	// value is the NodeOperation name), so that kubemedic uncordons only what

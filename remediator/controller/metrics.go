@@ -1,0 +1,117 @@
+package controller
+
+import (
+	"context"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
+)
+
+// Metrics are the remediator's Prometheus metrics. Counts of objects are
+// computed from the cache at scrape time, never kept in memory.
+type Metrics struct {
+	breakerOpen     *prometheus.GaugeVec
+	blocked         *prometheus.CounterVec
+	timeToRemediate *prometheus.HistogramVec
+	objects         *objectCollector
+}
+
+// NewMetrics creates the metrics; reader is the manager's cached client.
+func NewMetrics(reader client.Reader) *Metrics {
+	return &Metrics{
+		breakerOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubemedic_remediation_breaker_open",
+			Help: "1 while the policy's circuit breaker is open and it starts nothing new.",
+		}, []string{"policy"}),
+		blocked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_remediation_blocked_total",
+			Help: "Times an operation was held back or skipped by a safety limit, by the limit's reason.",
+		}, []string{"policy", "reason"}),
+		timeToRemediate: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kubemedic_remediation_time_to_remediate_seconds",
+			Help:    "From the trigger condition's last transition to the operation's success.",
+			Buckets: []float64{60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 28800, 86400},
+		}, []string{"policy", "step"}),
+		objects: &objectCollector{reader: reader,
+			operations: prometheus.NewDesc("kubemedic_remediation_operations",
+				"NodeOperations by policy, step and phase.", []string{"policy", "step", "phase"}, nil),
+			quarantined: prometheus.NewDesc("kubemedic_remediation_quarantined_nodes",
+				"Nodes carrying the kubemedic.io/quarantined taint.", nil, nil),
+		},
+	}
+}
+
+// Register registers the metrics with r.
+func (m *Metrics) Register(r prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.objects} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// objectCollector counts operations and quarantined nodes from the cache.
+type objectCollector struct {
+	reader      client.Reader
+	operations  *prometheus.Desc
+	quarantined *prometheus.Desc
+	mu          sync.Mutex // one scrape at a time
+}
+
+func (c *objectCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.operations
+	ch <- c.quarantined
+}
+
+func (c *objectCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ctx := context.Background()
+	var ops v1alpha1.NodeOperationList
+	if err := c.reader.List(ctx, &ops, client.UnsafeDisableDeepCopy); err == nil {
+		type key struct{ policy, step, phase string }
+		counts := map[key]int{}
+		for i := range ops.Items {
+			op := &ops.Items[i]
+			phase := string(op.Status.Phase)
+			if phase == "" {
+				phase = string(v1alpha1.PhasePending)
+			}
+			counts[key{op.Spec.Policy, stepLabel(op), phase}]++
+		}
+		for k, n := range counts {
+			ch <- prometheus.MustNewConstMetric(c.operations, prometheus.GaugeValue, float64(n), k.policy, k.step, k.phase)
+		}
+	}
+	var nodes corev1.NodeList
+	if err := c.reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err == nil {
+		n := 0
+		for i := range nodes.Items {
+			if plan.Quarantined(&nodes.Items[i]) {
+				n++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(c.quarantined, prometheus.GaugeValue, float64(n))
+	}
+}
+
+// stepLabel is the step for metrics: the step name, "quarantine" for the
+// quarantine at the end of a ladder, "manual" for a hand-made operation.
+func stepLabel(op *v1alpha1.NodeOperation) string {
+	switch {
+	case op.Spec.Step != "":
+		return op.Spec.Step
+	case op.Spec.Quarantine:
+		return "quarantine"
+	case op.Spec.Policy == "":
+		return "manual"
+	}
+	return op.Spec.Operation
+}

@@ -1,0 +1,250 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
+)
+
+// Event reasons of the policy reconciler.
+const (
+	EventOperationCreated = "OperationCreated"
+	EventBreakerClosed    = "BreakerClosed"
+	EventPolicyInvalid    = "PolicyInvalid"
+)
+
+// PolicyReconciler evaluates RemediationPolicies and creates NodeOperations.
+type PolicyReconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Clock    clock.PassiveClock
+	Metrics  *Metrics
+}
+
+var _ reconcile.Reconciler = &PolicyReconciler{}
+
+// Reconcile evaluates one policy.
+func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pol := &v1alpha1.RemediationPolicy{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pol); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.breakerOpen.DeleteLabelValues(req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get policy %s: %w", req.Name, err)
+	}
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("policy", klog.KObj(pol)))
+	orig := pol.DeepCopy()
+	res, creates, err := r.reconcile(ctx, pol)
+	// The status carries the breaker that gates creation: write it first,
+	// with an optimistic lock, and create only when that write succeeded.
+	if !equality.Semantic.DeepEqual(orig.Status, pol.Status) {
+		if perr := r.Client.Status().Patch(ctx, pol, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); perr != nil {
+			if apierrors.IsNotFound(perr) {
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("patch status of policy %s: %w", pol.Name, perr)
+		}
+	}
+	for _, c := range creates {
+		r.create(ctx, pol, c.op, c.node)
+	}
+	return res, err
+}
+
+// creation is an operation to create, with its node for the Events.
+type creation struct {
+	op   *v1alpha1.NodeOperation
+	node *corev1.Node
+}
+
+// reconcile sets the status on pol (patched by the caller) and returns the
+// operations to create once that status is written.
+func (r *PolicyReconciler) reconcile(ctx context.Context, pol *v1alpha1.RemediationPolicy) (ctrl.Result, []creation, error) {
+	logger := log.FromContext(ctx)
+	now := r.Clock.Now()
+	pol.Status.ObservedGeneration = pol.Generation
+	setPaused(pol, now)
+
+	compiled, err := plan.Compile(pol)
+	if err != nil {
+		setCond(&pol.Status.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, "Invalid", err.Error(), pol.Generation, now)
+		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, EventPolicyInvalid, "Evaluate", "%s", err.Error())
+		return ctrl.Result{}, nil, reconcile.TerminalError(err)
+	}
+	all, err := compiledPolicies(ctx, r.Client)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	for i, p := range all {
+		if p.Name() == pol.Name {
+			all[i] = compiled
+		}
+	}
+	nodes, ops, err := listNodesAndOps(ctx, r.Client)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	templates, err := templateNames(ctx, r.Client)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	pl := plan.Evaluate(plan.PolicyInput{Policy: compiled, Policies: all, Nodes: nodes, Ops: ops, Templates: templates, Now: now})
+
+	st := &pol.Status
+	st.MatchedNodes, st.UnhealthyNodes = int32(pl.Selected), int32(pl.Unhealthy)
+	st.ActiveOperations, st.QuarantinedNodes = int32(pl.Active), int32(pl.Quarantined)
+	if len(pl.MissingTemplates) > 0 {
+		setCond(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound,
+			fmt.Sprintf("NodeOperationTemplates %v do not exist; the policy starts nothing", pl.MissingTemplates), pol.Generation, now)
+	} else {
+		setCond(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionTrue, "Evaluated",
+			fmt.Sprintf("%d nodes selected, %d unhealthy, %d operations active", pl.Selected, pl.Unhealthy, pl.Active), pol.Generation, now)
+	}
+
+	b := pl.Breaker
+	wasOpen, _ := plan.BreakerOpen(pol)
+	status := metav1.ConditionFalse
+	if b.Open {
+		status = metav1.ConditionTrue
+	}
+	setCond(&st.Conditions, v1alpha1.PolicyBreakerOpen, status, b.Reason, b.Message, pol.Generation, now)
+	st.LastBreakerReset = b.ResetValue
+	st.BreakerBelowLimitSince = nil
+	if b.BelowLimitSince != nil {
+		t := metav1.NewTime(*b.BelowLimitSince)
+		st.BreakerBelowLimitSince = &t
+	}
+	switch {
+	case b.Opened:
+		logger.Info("Opening circuit breaker", "unhealthy", pl.Unhealthy, "limit", pl.Limit)
+		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, v1alpha1.ReasonBreakerOpen, "OpenBreaker", "%s", b.Message)
+	case wasOpen && !b.Open:
+		logger.Info("Closing circuit breaker", "reason", b.Reason)
+		r.Recorder.Eventf(pol, nil, corev1.EventTypeNormal, EventBreakerClosed, "CloseBreaker", "%s: %s", b.Reason, b.Message)
+	}
+	if b.Open {
+		r.Metrics.breakerOpen.WithLabelValues(pol.Name).Set(1)
+	} else {
+		r.Metrics.breakerOpen.WithLabelValues(pol.Name).Set(0)
+	}
+
+	var creates []creation
+	if len(pl.Create) > 0 {
+		nodeByName := make(map[string]*corev1.Node, len(nodes))
+		for _, n := range nodes {
+			nodeByName[n.Name] = n
+		}
+		for _, op := range pl.Create {
+			creates = append(creates, creation{op, nodeByName[op.Spec.NodeName]})
+		}
+	}
+	var res ctrl.Result
+	if !pl.Next.IsZero() {
+		res.RequeueAfter = max(pl.Next.Sub(now), time.Second)
+	}
+	return res, creates, nil
+}
+
+func (r *PolicyReconciler) create(ctx context.Context, pol *v1alpha1.RemediationPolicy, op *v1alpha1.NodeOperation, node *corev1.Node) {
+	logger := log.FromContext(ctx).WithValues("nodeOperation", klog.KObj(op), "node", op.Spec.NodeName)
+	logger.Info("Creating operation", "step", op.Spec.Step, "reason", op.Spec.Reason)
+	err := r.Client.Create(ctx, op)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		logger.V(2).Info("Operation exists already")
+		return
+	case err != nil:
+		logger.Error(err, "Creating operation failed")
+		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, "CreateFailed", "Create", "create operation %s for node %s: %v", op.Name, op.Spec.NodeName, err)
+		return
+	}
+	note := fmt.Sprintf("created %s: %s", op.Name, op.Spec.Reason)
+	r.Recorder.Eventf(op, node, corev1.EventTypeNormal, EventOperationCreated, "Create", "%s", note)
+	if node != nil {
+		r.Recorder.Eventf(node, op, corev1.EventTypeNormal, EventOperationCreated, "Create", "%s", note)
+	}
+}
+
+// compiledPolicies lists and compiles every policy; invalid ones are left out
+// (their own reconcile reports them).
+func compiledPolicies(ctx context.Context, c client.Reader) ([]*plan.Policy, error) {
+	var list v1alpha1.RemediationPolicyList
+	if err := c.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list policies: %w", err)
+	}
+	out := make([]*plan.Policy, 0, len(list.Items))
+	for i := range list.Items {
+		if p, err := plan.Compile(&list.Items[i]); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// listNodesAndOps lists nodes and operations from the cache without copying;
+// the objects must not be changed.
+func listNodesAndOps(ctx context.Context, c client.Reader) ([]*corev1.Node, []*v1alpha1.NodeOperation, error) {
+	var nl corev1.NodeList
+	if err := c.List(ctx, &nl, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, fmt.Errorf("list nodes: %w", err)
+	}
+	var ol v1alpha1.NodeOperationList
+	if err := c.List(ctx, &ol, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, fmt.Errorf("list operations: %w", err)
+	}
+	nodes := make([]*corev1.Node, len(nl.Items))
+	for i := range nl.Items {
+		nodes[i] = &nl.Items[i]
+	}
+	ops := make([]*v1alpha1.NodeOperation, len(ol.Items))
+	for i := range ol.Items {
+		ops[i] = &ol.Items[i]
+	}
+	return nodes, ops, nil
+}
+
+func templateNames(ctx context.Context, c client.Reader) (map[string]bool, error) {
+	var tl v1alpha1.NodeOperationTemplateList
+	if err := c.List(ctx, &tl, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list operation templates: %w", err)
+	}
+	out := make(map[string]bool, len(tl.Items))
+	for _, t := range tl.Items {
+		out[t.Name] = true
+	}
+	return out, nil
+}
+
+func setPaused(pol *v1alpha1.RemediationPolicy, now time.Time) {
+	if pol.Spec.Paused {
+		setCond(&pol.Status.Conditions, v1alpha1.PolicyPaused, metav1.ConditionTrue, "Paused", "spec.paused is set: no new operations start; running ones finish", pol.Generation, now)
+	} else {
+		setCond(&pol.Status.Conditions, v1alpha1.PolicyPaused, metav1.ConditionFalse, "Active", "the policy starts operations", pol.Generation, now)
+	}
+}
+
+// setCond sets a condition, keeping lastTransitionTime when the status stays.
+func setCond(conds *[]metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string, gen int64, now time.Time) {
+	if len(msg) > 32768 {
+		msg = msg[:32768]
+	}
+	apimeta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)})
+}

@@ -1,0 +1,215 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+)
+
+// Options configures the remediator's controllers.
+type Options struct {
+	// Namespace is where operation pods and the admission ledger live.
+	Namespace string
+	// Retention is how long finished operations are kept.
+	Retention time.Duration
+	// Clock is the time source; nil is the real clock.
+	Clock clock.PassiveClock
+	// Name is the controller and event source name.
+	Name string
+	// Registry receives the metrics; nil is controller-runtime's registry,
+	// which the manager serves on /metrics.
+	Registry prometheus.Registerer
+}
+
+// Setup registers the indexes, metrics and both reconcilers with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Name == "" {
+		opts.Name = "kubemedic-remediator"
+	}
+	if opts.Namespace == "" {
+		return fmt.Errorf("controller setup: a namespace for operation pods is required")
+	}
+	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	m := NewMetrics(mgr.GetClient())
+	reg := opts.Registry
+	if reg == nil {
+		reg = metrics.Registry
+	}
+	if err := m.Register(reg); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	recorder := mgr.GetEventRecorder(opts.Name)
+	c := mgr.GetClient()
+
+	pr := &PolicyReconciler{Client: c, Recorder: recorder, Clock: opts.Clock, Metrics: m}
+	allPolicies := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		return policyRequests(ctx, c)
+	})
+	opPolicy := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		op := o.(*v1alpha1.NodeOperation)
+		if op.Spec.Policy == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: op.Spec.Policy}}}
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("remediationpolicy").
+		For(&v1alpha1.RemediationPolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&corev1.Node{}, allPolicies, builder.WithPredicates(nodeChanged())).
+		Watches(&v1alpha1.NodeOperation{}, opPolicy, builder.WithPredicates(phaseChanged())).
+		Watches(&v1alpha1.NodeOperationTemplate{}, allPolicies).
+		Complete(pr); err != nil {
+		return fmt.Errorf("set up the policy controller: %w", err)
+	}
+
+	or := &OperationReconciler{
+		Client: c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,
+		Namespace: opts.Namespace, Retention: opts.Retention,
+		ledger: &ledger{client: c, reader: mgr.GetAPIReader(), namespace: opts.Namespace},
+	}
+	waiting := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		return waitingRequests(ctx, c)
+	})
+	onNode := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return nodeOpRequests(ctx, c, o.GetName())
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("nodeoperation").
+		For(&v1alpha1.NodeOperation{}).
+		Owns(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == opts.Namespace
+		}))).
+		Watches(&v1alpha1.NodeOperation{}, waiting, builder.WithPredicates(phaseChanged())).
+		Watches(&v1alpha1.RemediationPolicy{}, waiting).
+		Watches(&corev1.Node{}, onNode, builder.WithPredicates(nodeChanged())).
+		Complete(or); err != nil {
+		return fmt.Errorf("set up the operation controller: %w", err)
+	}
+	log.FromContext(ctx).Info("Controllers set up", "namespace", opts.Namespace, "retention", opts.Retention)
+	return nil
+}
+
+func policyRequests(ctx context.Context, c client.Reader) []reconcile.Request {
+	var list v1alpha1.RemediationPolicyList
+	if err := c.List(ctx, &list); err != nil {
+		log.FromContext(ctx).Error(err, "Listing policies from the cache failed")
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i, p := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}}
+	}
+	return out
+}
+
+// waitingRequests are the operations that wait for admission: any finished
+// or started operation, or a policy's status, may let them through.
+func waitingRequests(ctx context.Context, c client.Reader) []reconcile.Request {
+	var list v1alpha1.NodeOperationList
+	if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "Listing operations from the cache failed")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, op := range list.Items {
+		switch op.Status.Phase {
+		case "", v1alpha1.PhasePending, v1alpha1.PhaseWaitingForBudget:
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: op.Name}})
+		}
+	}
+	return out
+}
+
+// nodeOpRequests are the unfinished operations on a node.
+func nodeOpRequests(ctx context.Context, c client.Reader, node string) []reconcile.Request {
+	var list v1alpha1.NodeOperationList
+	if err := c.List(ctx, &list, client.MatchingFields{indexOpNode: node}, client.UnsafeDisableDeepCopy); err != nil {
+		log.FromContext(ctx).Error(err, "Listing operations of a node from the cache failed", "node", node)
+		return nil
+	}
+	var out []reconcile.Request
+	for _, op := range list.Items {
+		if !op.Status.Phase.Finished() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: op.Name}})
+		}
+	}
+	return out
+}
+
+// phaseChanged passes creations, deletions and phase changes of operations.
+func phaseChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*v1alpha1.NodeOperation)
+			n, ok2 := e.ObjectNew.(*v1alpha1.NodeOperation)
+			return !ok1 || !ok2 || o.Status.Phase != n.Status.Phase
+		},
+	}
+}
+
+// nodeChanged passes node changes that can change a decision: labels,
+// taints, cordon, conditions (but not their heartbeats), boot ID, GPU
+// resources. Heartbeats of thousands of nodes are dropped here.
+func nodeChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Node)
+			n, ok2 := e.ObjectNew.(*corev1.Node)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+				o.Annotations[v1alpha1.AnnotationCordonedBy] != n.Annotations[v1alpha1.AnnotationCordonedBy] ||
+				o.Spec.Unschedulable != n.Spec.Unschedulable ||
+				!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
+				o.Status.NodeInfo.BootID != n.Status.NodeInfo.BootID ||
+				!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable) ||
+				!equality.Semantic.DeepEqual(o.Status.Capacity, n.Status.Capacity) ||
+				conditionsChanged(o.Status.Conditions, n.Status.Conditions)
+		},
+	}
+}
+
+func conditionsChanged(a, b []corev1.NodeCondition) bool {
+	if len(a) != len(b) {
+		return true
+	}
+	type key struct {
+		status          corev1.ConditionStatus
+		reason, message string
+		since           int64
+	}
+	m := make(map[corev1.NodeConditionType]key, len(a))
+	for _, c := range a {
+		m[c.Type] = key{c.Status, c.Reason, c.Message, c.LastTransitionTime.Unix()}
+	}
+	for _, c := range b {
+		k, ok := m[c.Type]
+		if !ok || k != (key{c.Status, c.Reason, c.Message, c.LastTransitionTime.Unix()}) {
+			return true
+		}
+	}
+	return false
+}
