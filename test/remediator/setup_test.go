@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -245,7 +245,9 @@ func getOp(t *testing.T, env *harness.Env, name string) *v1alpha1.NodeOperation 
 func listOps(t require.TestingT, env *harness.Env) []v1alpha1.NodeOperation {
 	var list v1alpha1.NodeOperationList
 	require.NoError(t, env.Client.List(context.Background(), &list))
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].CreationTimestamp.Before(&list.Items[j].CreationTimestamp) || list.Items[i].Name < list.Items[j].Name })
+	sort.Slice(list.Items, func(i, j int) bool {
+		return list.Items[i].CreationTimestamp.Before(&list.Items[j].CreationTimestamp) || list.Items[i].Name < list.Items[j].Name
+	})
 	return list.Items
 }
 
