@@ -174,8 +174,13 @@ func scaled(v *intstr.IntOrString, total, min int) int {
 // OperationName is the deterministic name of the operation for a step of an
 // episode, so that creating it twice (a restart, a stale cache, a second
 // leader) fails with AlreadyExists instead of duplicating it.
+//
+// The hash before the step covers the policy and node names as well as the
+// episode, because the dot between policy and node is ambiguous when either
+// name has dots: policy "a.b" on node "c" and policy "a" on node "b.c" would
+// otherwise share names. The steps of one ladder still share the hash.
 func OperationName(policy, node, episode string, step int) string {
-	suffix := "." + episode + "-" + strconv.Itoa(step)
+	suffix := "." + shortHash(policy+"\x00"+node+"\x00"+episode) + "-" + strconv.Itoa(step)
 	base := policy + "." + node
 	if max := validation.DNS1123SubdomainMaxLength - len(suffix); len(base) > max {
 		base = strings.TrimRight(base[:max-9], ".-") + "." + shortHash(base)

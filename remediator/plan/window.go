@@ -109,6 +109,9 @@ func occurrence(w v1alpha1.MaintenanceWindow, day time.Time) (open, close time.T
 	if err != nil {
 		return time.Time{}, time.Time{}, false, fmt.Errorf("end: %w", err)
 	}
+	if !w.CrossesMidnight && eh*60+em <= sh*60+sm {
+		return time.Time{}, time.Time{}, false, fmt.Errorf("end %s is not after start %s", w.End, w.Start)
+	}
 	endDay := day.Day()
 	if w.CrossesMidnight {
 		endDay++
@@ -116,7 +119,9 @@ func occurrence(w v1alpha1.MaintenanceWindow, day time.Time) (open, close time.T
 	open = time.Date(day.Year(), day.Month(), day.Day(), sh, sm, 0, 0, day.Location())
 	close = time.Date(day.Year(), day.Month(), endDay, eh, em, 0, 0, day.Location())
 	if !close.After(open) {
-		return time.Time{}, time.Time{}, false, fmt.Errorf("end %s is not after start %s", w.End, w.Start)
+		// The window lies in the hour skipped when daylight saving time
+		// starts: it does not open that day.
+		return time.Time{}, time.Time{}, false, nil
 	}
 	return open, close, true, nil
 }

@@ -48,10 +48,14 @@ NetworkInterfaceDown), the remediator turns them into audited NodeOperations
 behind safety limits, the alertbridge files GitHub issues, and the janitor
 reclaims idle GPU pods.
 
-This CLI checks the policy files ops write before they reach a cluster, and
+This CLI checks the policy files ops write before they reach a cluster,
+shows what a policy would do on the live cluster without changing it, and
 runs a local demo cluster of simulated GPU nodes.`,
 		Example: `  # Check every policy in a directory, as CI would
   kubemedic policy validate -f policies/examples/
+
+  # What would this policy do on the cluster now? (reads only)
+  kubemedic policy simulate -f gpu-xid.yaml
 
   # Start a local control plane with 16 simulated GPU nodes and the examples
   kubemedic demo`,
@@ -69,6 +73,6 @@ func newPolicyCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "policy",
 		Short: "Work with kubemedic policy files",
 	}
-	cmd.AddCommand(newValidateCommand(stdout, stderr))
+	cmd.AddCommand(newValidateCommand(stdout, stderr), newSimulateCommand(stdout, stderr))
 	return cmd
 }
