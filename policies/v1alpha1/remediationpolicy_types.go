@@ -256,7 +256,8 @@ type Safety struct {
 	// than this are unhealthy (any policy condition matching, whether or not
 	// it has held for `for`), the policy starts nothing new, sets the
 	// BreakerOpen condition and emits a Warning Event. A count ("3") or a
-	// percentage of the selected nodes ("20%").
+	// percentage of the selected nodes ("20%"), rounded down but at least 1
+	// unless it is "0%".
 	// +optional
 	// +kubebuilder:default="30%"
 	// +kubebuilder:validation:XIntOrString

@@ -3,10 +3,12 @@ package plan
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
@@ -121,7 +123,7 @@ func Evaluate(in PolicyInput) PolicyPlan {
 		}
 	}
 
-	out.Limit = scaled(spec.Safety.MaxUnhealthy, out.Selected, 0)
+	out.Limit = unhealthyLimit(spec.Safety.MaxUnhealthy, out.Selected)
 	out.Breaker = EvaluateBreaker(p.Obj, out.Unhealthy, out.Limit, in.Now)
 	out.next(out.Breaker.Next)
 
@@ -135,7 +137,7 @@ func Evaluate(in PolicyInput) PolicyPlan {
 			out.hold(n.Name, HoldInProgress, fmt.Sprintf("operation %s is %s", busy.Name, phaseOf(busy)))
 			continue
 		}
-		idx, why := nextStep(p, n.Name, m.Episode(), byNode[n.Name])
+		idx, episode, why := nextStep(p, n.Name, m, byNode[n.Name])
 		if idx < 0 {
 			out.hold(n.Name, HoldEpisodeEnded, why)
 			continue
@@ -148,7 +150,7 @@ func Evaluate(in PolicyInput) PolicyPlan {
 		case out.Breaker.Open:
 			out.hold(n.Name, HoldBreakerOpen, "circuit breaker open: "+out.Breaker.Message)
 		default:
-			out.Create = append(out.Create, NewOperation(p, n, m, idx))
+			out.Create = append(out.Create, NewOperation(p, n, m, episode, idx))
 		}
 	}
 	return out
@@ -164,10 +166,53 @@ func (o *PolicyPlan) next(t time.Time) {
 	}
 }
 
-// nextStep returns the ladder index to run next in the episode, or -1 and why
-// nothing is to run: the last operation of the episode succeeded, was
-// skipped, or was the quarantine.
-func nextStep(p *Policy, node, episode string, ops []*v1alpha1.NodeOperation) (int, string) {
+// nextStep returns the ladder index to run next and the episode it belongs
+// to, or -1 and why nothing is to run: the last operation of the episode
+// succeeded, was skipped, or was the quarantine.
+//
+// Usually the episode is the condition's. But a condition can be posted anew
+// while a step runs: after a reboot, node-problem-detector restarts and sets
+// a fault that survived the reboot True again with a new transition time. A
+// policy operation on the node that failed at or after that time belongs to
+// the same incident, so the ladder continues in its episode instead of
+// starting over at step 0.
+func nextStep(p *Policy, node string, m Match, ops []*v1alpha1.NodeOperation) (int, string, string) {
+	episode := m.Episode()
+	last, lastIdx := lastOfEpisode(p, episode, ops)
+	if last == nil {
+		var recent *v1alpha1.NodeOperation
+		for _, op := range ops {
+			if op.Spec.Policy != p.Name() || op.Status.CompletionTime == nil {
+				continue
+			}
+			if recent == nil || op.Status.CompletionTime.After(recent.Status.CompletionTime.Time) {
+				recent = op
+			}
+		}
+		if recent == nil || recent.Status.Phase != v1alpha1.PhaseFailed ||
+			recent.Status.CompletionTime.Before(&m.Condition.LastTransitionTime) || recent.Labels[v1alpha1.LabelEpisode] == "" {
+			return 0, episode, ""
+		}
+		last, lastIdx = lastOfEpisode(p, recent.Labels[v1alpha1.LabelEpisode], ops)
+		if last == nil {
+			return 0, episode, ""
+		}
+		episode = recent.Labels[v1alpha1.LabelEpisode]
+	}
+	steps := p.Obj.Spec.Steps
+	switch {
+	case last.Status.Phase != v1alpha1.PhaseFailed:
+		return -1, episode, fmt.Sprintf("operation %s of this episode ended %s", last.Name, phaseOf(last))
+	case last.Spec.Quarantine || lastIdx >= len(steps):
+		return -1, episode, fmt.Sprintf("quarantine %s failed; a human must act", last.Name)
+	default:
+		return lastIdx + 1, episode, ""
+	}
+}
+
+// lastOfEpisode is the policy's operation with the highest step index in the
+// episode, and that index.
+func lastOfEpisode(p *Policy, episode string, ops []*v1alpha1.NodeOperation) (*v1alpha1.NodeOperation, int) {
 	var last *v1alpha1.NodeOperation
 	lastIdx := -1
 	for _, op := range ops {
@@ -182,32 +227,21 @@ func nextStep(p *Policy, node, episode string, ops []*v1alpha1.NodeOperation) (i
 			last, lastIdx = op, idx
 		}
 	}
-	if last == nil {
-		return 0, ""
-	}
-	steps := p.Obj.Spec.Steps
-	switch {
-	case last.Status.Phase != v1alpha1.PhaseFailed:
-		return -1, fmt.Sprintf("operation %s of this episode ended %s", last.Name, phaseOf(last))
-	case last.Spec.Quarantine || lastIdx >= len(steps):
-		return -1, fmt.Sprintf("quarantine %s failed; a human must act", last.Name)
-	default:
-		return lastIdx + 1, ""
-	}
+	return last, lastIdx
 }
 
 // NewOperation builds the operation for ladder index idx of the episode of m;
 // idx == len(steps) is the quarantine at the end of a ladder whose last step
 // is an operation.
-func NewOperation(p *Policy, n *corev1.Node, m Match, idx int) *v1alpha1.NodeOperation {
+func NewOperation(p *Policy, n *corev1.Node, m Match, episode string, idx int) *v1alpha1.NodeOperation {
 	steps := p.Obj.Spec.Steps
 	op := &v1alpha1.NodeOperation{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: OperationName(p.Name(), n.Name, m.Episode(), idx),
+			Name: OperationName(p.Name(), n.Name, episode, idx),
 			Labels: map[string]string{
 				v1alpha1.LabelPolicy:    p.Name(),
 				v1alpha1.LabelNode:      LabelValue(n.Name),
-				v1alpha1.LabelEpisode:   m.Episode(),
+				v1alpha1.LabelEpisode:   episode,
 				v1alpha1.LabelStepIndex: strconv.Itoa(idx),
 			},
 		},
@@ -273,4 +307,17 @@ func phaseOf(op *v1alpha1.NodeOperation) string {
 		return string(v1alpha1.PhasePending)
 	}
 	return string(op.Status.Phase)
+}
+
+// unhealthyLimit is maxUnhealthy as a node count. A percentage rounds down
+// but, unless it is 0%, allows at least one node: "30%" of a 3-node pool
+// would otherwise be 0, and the breaker would open on the first fault and
+// never let the policy act. A count is taken as written; 0 means never act.
+func unhealthyLimit(v *intstr.IntOrString, selected int) int {
+	if v != nil && v.Type == intstr.String && strings.HasSuffix(v.StrVal, "%") {
+		if pct, err := strconv.Atoi(strings.TrimSuffix(v.StrVal, "%")); err == nil && pct > 0 {
+			return scaled(v, selected, 1)
+		}
+	}
+	return scaled(v, selected, 0)
 }

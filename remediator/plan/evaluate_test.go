@@ -243,8 +243,28 @@ func TestEvaluate(t *testing.T) {
 		{desc: "a new episode (the condition came back) starts at step 0 again", policy: gpu,
 			nodes: []*corev1.Node{node("a", xid(held))},
 			ops: []*v1alpha1.NodeOperation{
-				op("old0", "a", of("gpu", oldEp, 0), failed), op("old1", "a", of("gpu", oldEp, 1), failed),
+				op("old0", "a", of("gpu", oldEp, 0), ran(v1alpha1.PhaseFailed, ago(4*time.Hour), ago(4*time.Hour))),
+				op("old1", "a", of("gpu", oldEp, 1), ran(v1alpha1.PhaseFailed, ago(3*time.Hour), ago(3*time.Hour))),
 				op("old2", "a", of("gpu", oldEp, 2), quarantineOp, ran(v1alpha1.PhaseSucceeded, ago(2*time.Hour), ago(2*time.Hour))),
+			},
+			create: map[string]int{"a": 0},
+			check: func(t *testing.T, out PolicyPlan) {
+				require.Equal(t, ep, out.Create[0].Labels[v1alpha1.LabelEpisode])
+			}},
+		{desc: "a condition posted anew while a step ran (NPD restarted by a reboot) continues the ladder", policy: gpu,
+			nodes: []*corev1.Node{node("a", xid(held))},
+			ops: []*v1alpha1.NodeOperation{
+				op("old0", "a", of("gpu", oldEp, 0), ran(v1alpha1.PhaseFailed, ago(4*time.Hour), ago(4*time.Hour))),
+				op("old1", "a", of("gpu", oldEp, 1), failed),
+			},
+			create: map[string]int{"a": 2},
+			check: func(t *testing.T, out PolicyPlan) {
+				require.Equal(t, oldEp, out.Create[0].Labels[v1alpha1.LabelEpisode], "same incident, same episode")
+			}},
+		{desc: "an old failure that ended before the condition came back starts a new ladder", policy: gpu,
+			nodes: []*corev1.Node{node("a", xid(held))},
+			ops: []*v1alpha1.NodeOperation{
+				op("old0", "a", of("gpu", oldEp, 0), ran(v1alpha1.PhaseFailed, ago(4*time.Hour), ago(4*time.Hour))),
 			},
 			create: map[string]int{"a": 0},
 			check: func(t *testing.T, out PolicyPlan) {
@@ -383,9 +403,16 @@ func TestEvaluate(t *testing.T) {
 		{desc: "maxUnhealthy 29% of 7 nodes is 2 (2.03 rounded down)", policy: policy(t, "gpu", maxUnhealthy("29%")),
 			nodes: nodesN(7, 2), create: createAll(2),
 			check: func(t *testing.T, out PolicyPlan) { require.Equal(t, 2, out.Limit) }},
-		{desc: "the default maxUnhealthy 30% of 3 nodes is 0: one unhealthy node opens the breaker",
+		{desc: "the default maxUnhealthy 30% of 3 nodes rounds down to 0 but allows 1: one unhealthy node is remediated",
 			policy: policy(t, "gpu", func(p *v1alpha1.RemediationPolicy) { p.Spec.Safety.MaxUnhealthy = nil }),
-			nodes:  nodesN(3, 1), holds: map[string]string{"n0": HoldBreakerOpen},
+			nodes:  nodesN(3, 1), create: createAll(1),
+			check: func(t *testing.T, out PolicyPlan) { require.Equal(t, 1, out.Limit) }},
+		{desc: "the default maxUnhealthy 30% of 3 nodes: two unhealthy nodes open the breaker",
+			policy: policy(t, "gpu", func(p *v1alpha1.RemediationPolicy) { p.Spec.Safety.MaxUnhealthy = nil }),
+			nodes:  nodesN(3, 2), holds: map[string]string{"n0": HoldBreakerOpen, "n1": HoldBreakerOpen},
+			check: func(t *testing.T, out PolicyPlan) { require.Equal(t, 1, out.Limit) }},
+		{desc: "maxUnhealthy 0% never acts", policy: policy(t, "gpu", maxUnhealthy("0%")),
+			nodes: nodesN(4, 1), holds: map[string]string{"n0": HoldBreakerOpen},
 			check: func(t *testing.T, out PolicyPlan) { require.Equal(t, 0, out.Limit) }},
 		{desc: "the default maxUnhealthy 30% of 10 nodes is 3", policy: policy(t, "gpu", func(p *v1alpha1.RemediationPolicy) { p.Spec.Safety.MaxUnhealthy = nil }),
 			nodes: nodesN(10, 3), create: createAll(3),
