@@ -89,3 +89,27 @@ func (l *ledger) reserve(ctx context.Context, cm *corev1.ConfigMap, reserved map
 	}
 	return nil
 }
+
+// withReserved adds to ops (read from the cache) the reserved operations the
+// cache does not hold yet, read from the API server, so that admission counts
+// every name in the ledger. Reserved operations that are gone are left out.
+func (r *OperationReconciler) withReserved(ctx context.Context, ops []*v1alpha1.NodeOperation, reserved map[string]bool) ([]*v1alpha1.NodeOperation, error) {
+	inCache := make(map[string]bool, len(ops))
+	for _, o := range ops {
+		inCache[o.Name] = true
+	}
+	for name := range reserved {
+		if inCache[name] {
+			continue
+		}
+		o := &v1alpha1.NodeOperation{}
+		if err := r.Reader.Get(ctx, client.ObjectKey{Name: name}, o); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("read reserved operation %s: %w", name, err)
+		}
+		ops = append(ops, o)
+	}
+	return ops, nil
+}

@@ -47,6 +47,9 @@ type OperationReconciler struct {
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
 	Metrics  *Metrics
+	// Evictor evicts and deletes pods for the drain; its client does not
+	// wait out a disruption budget's Retry-After inside one call.
+	Evictor *drain.Evictor
 	// Namespace is where operation pods run.
 	Namespace string
 	// Retention is how long finished operations are kept; it is stretched to
@@ -233,6 +236,12 @@ func (r *OperationReconciler) admit(ctx context.Context, p *opPass) error {
 	if err != nil {
 		return err
 	}
+	// A reserved name counts as running even when this cache has not seen
+	// its operation yet: another leader may have created and admitted it
+	// just now. Read those from the API server.
+	if ops, err = r.withReserved(ctx, ops, reserved); err != nil {
+		return err
+	}
 	var a plan.Admission
 	if reserved[op.Name] {
 		// Admitted before a crash or a failed status write.
@@ -393,7 +402,7 @@ func (r *OperationReconciler) draining(ctx context.Context, p *opPass) error {
 		p.setPhase(v1alpha1.PhaseRunning, "starting the operation")
 		return nil
 	}
-	blocked, err := drain.Run(ctx, &drain.Evictor{Client: r.Client}, d)
+	blocked, err := drain.Run(ctx, r.Evictor, d)
 	msg := d.Message
 	if len(blocked) > 0 {
 		msg = fmt.Sprintf("%s; blocked: %s", msg, blocked[0])

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/drain"
 )
 
 // Options configures the remediator's controllers.
@@ -84,8 +85,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("set up the policy controller: %w", err)
 	}
 
+	evictor, err := drain.NewEvictor(mgr.GetConfig(), mgr.GetScheme())
+	if err != nil {
+		return fmt.Errorf("set up the evictor: %w", err)
+	}
 	or := &OperationReconciler{
-		Client: c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,
+		Evictor: evictor,
+		Client:  c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,
 		Namespace: opts.Namespace, Retention: opts.Retention,
 		ledger: &ledger{client: c, reader: mgr.GetAPIReader(), namespace: opts.Namespace},
 	}

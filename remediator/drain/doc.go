@@ -10,7 +10,10 @@
 // status, and a restart or a second leader decides the same way. Evictor and
 // Run are the thin acting layer: they post the Eviction subresource (which
 // honours PodDisruptionBudgets) or delete pods, and report a budget's refusal
-// as an expected outcome rather than an error.
+// as an expected outcome rather than an error. Their client should come from
+// EvictionConfig (NewEvictor does that): otherwise client-go sleeps inside
+// one eviction call for up to 100 s on the Retry-After of a budget whose
+// status is behind its spec.
 //
 // What must hold:
 //

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr/testr"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
@@ -208,14 +210,14 @@ func TestRun(t *testing.T) {
 	d, err := Plan(pods, v1alpha1.DrainSpec{}, t0, t0)
 	require.NoError(t, err)
 
-	blocked, err := Run(t.Context(), ev, d)
+	blocked, err := Run(testCtx(t), ev, d)
 	require.Equal(t, []string{"ns/blocked: Cannot evict pod as it would violate the pod's disruption budget: The disruption budget trainer needs 2 healthy pods and has 2 currently"}, blocked)
 	require.EqualError(t, err, "evict pod ns/throttled: Too many requests, please try again later.", "one failure does not stop the others")
 	require.ErrorIs(t, err, srv.errs["throttled"], "the aggregate keeps the API error")
 	require.Equal(t, []string{"a uid-ns-a", "blocked uid-ns-blocked", "c uid-ns-c", "gone uid-ns-gone", "replaced uid-ns-replaced", "throttled uid-ns-throttled"},
 		srv.evicted, "every pod is tried, with its UID as precondition")
 	for _, name := range []string{"a", "c"} {
-		err := c.Get(t.Context(), types.NamespacedName{Namespace: "ns", Name: name}, &corev1.Pod{})
+		err := c.Get(testCtx(t), types.NamespacedName{Namespace: "ns", Name: name}, &corev1.Pod{})
 		require.True(t, apierrors.IsNotFound(err), "%s evicted: %v", name, err)
 	}
 
@@ -226,11 +228,11 @@ func TestRun(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, d.Delete, 4)
 
-		blocked, err := Run(t.Context(), ev, d)
+		blocked, err := Run(testCtx(t), ev, d)
 		require.Empty(t, blocked)
 		require.EqualError(t, err, "delete pod ns/undeletable: Internal error occurred: etcdserver: leader changed")
 		require.Equal(t, []string{"del-replaced uid-ns-del-replaced", "old uid-ns-old", "undeletable uid-ns-undeletable", "vanished uid-ns-vanished"}, srv.deleted)
-		err = c.Get(t.Context(), types.NamespacedName{Namespace: "ns", Name: "old"}, &corev1.Pod{})
+		err = c.Get(testCtx(t), types.NamespacedName{Namespace: "ns", Name: "old"}, &corev1.Pod{})
 		require.True(t, apierrors.IsNotFound(err), "old deleted: %v", err)
 	})
 
@@ -240,7 +242,7 @@ func TestRun(t *testing.T) {
 			"y": apierrors.NewInternalError(errors.New("boom y")),
 		}}
 		ev := &Evictor{Client: srv.client(t, "x", "y")}
-		_, err := Run(t.Context(), ev, Decision{Evict: nns("ns/x", "ns/y")})
+		_, err := Run(testCtx(t), ev, Decision{Evict: nns("ns/x", "ns/y")})
 		require.ErrorContains(t, err, "evict pod ns/x: Internal error occurred: boom x")
 		require.ErrorContains(t, err, "evict pod ns/y: Internal error occurred: boom y")
 	})
@@ -248,7 +250,7 @@ func TestRun(t *testing.T) {
 	t.Run("a cancelled context stops the run", func(t *testing.T) {
 		srv := &fakeServer{}
 		ev := &Evictor{Client: srv.client(t, "x", "y")}
-		ctx, cancel := context.WithCancel(t.Context())
+		ctx, cancel := context.WithCancel(testCtx(t))
 		cancel()
 		_, err := Run(ctx, ev, Decision{Evict: nns("ns/x", "ns/y"), Delete: nns("ns/z")})
 		require.ErrorIs(t, err, context.Canceled)
@@ -261,13 +263,18 @@ func TestRun(t *testing.T) {
 		srv := &fakeServer{}
 		ev := &Evictor{Client: srv.client(t, "x")}
 		for _, d := range []Decision{{Done: true}, {Failed: true, Remaining: 1, Message: "drain timed out"}} {
-			blocked, err := Run(t.Context(), ev, d)
+			blocked, err := Run(testCtx(t), ev, d)
 			require.NoError(t, err)
 			require.Empty(t, blocked)
 		}
 		require.Empty(t, srv.evicted)
 		require.Empty(t, srv.deleted)
 	})
+}
+
+// testCtx returns the test's context with a logger that writes to t.
+func testCtx(t *testing.T) context.Context {
+	return log.IntoContext(t.Context(), testr.New(t))
 }
 
 func TestBudgetRefusalNeedsAnAPIStatus(t *testing.T) {

@@ -195,11 +195,11 @@ func Plan(pods []corev1.Pod, spec v1alpha1.DrainSpec, started, now time.Time) (D
 		parts = append(parts, "waiting for "+names(d.Waiting))
 		d.Message = strings.Join(parts, "; ")
 	}
-	for _, nn := range slices.Concat(d.Evict, d.Delete) {
-		if d.UIDs == nil {
-			d.UIDs = make(map[types.NamespacedName]types.UID, len(d.Evict)+len(d.Delete))
+	if n := len(d.Evict) + len(d.Delete); n > 0 {
+		d.UIDs = make(map[types.NamespacedName]types.UID, n)
+		for _, nn := range slices.Concat(d.Evict, d.Delete) {
+			d.UIDs[nn] = uids[nn]
 		}
-		d.UIDs[nn] = uids[nn]
 	}
 	return d, nil
 }
