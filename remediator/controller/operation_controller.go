@@ -74,7 +74,11 @@ type opPass struct {
 	node   *corev1.Node // nil when the node does not exist
 	now    time.Time
 	events []opEvent
-	result ctrl.Result
+	// afterWrite are metric updates to make once the status that records
+	// the transition is written: a pass retried after a conflict must not
+	// count twice.
+	afterWrite []func()
+	result     ctrl.Result
 }
 
 func (p *opPass) emit(typ, reason, action, format string, args ...any) {
@@ -130,6 +134,9 @@ func (r *OperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if pass.node != nil {
 			r.Recorder.Eventf(pass.node, op, e.typ, e.reason, e.action, "%s: %s", op.Name, e.note)
 		}
+	}
+	for _, f := range pass.afterWrite {
+		f()
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -256,7 +263,7 @@ func (r *OperationReconciler) admit(ctx context.Context, p *opPass) error {
 	}
 	switch a.Verdict {
 	case plan.Skip:
-		r.Metrics.blocked.WithLabelValues(policy, a.Reason).Inc()
+		p.afterWrite = append(p.afterWrite, func() { r.Metrics.blocked.WithLabelValues(policy, a.Reason).Inc() })
 		if a.Quarantine {
 			if err := r.quarantine(ctx, op.Spec.NodeName, op.Name); err != nil {
 				return err
@@ -268,7 +275,7 @@ func (r *OperationReconciler) admit(ctx context.Context, p *opPass) error {
 	case plan.Wait:
 		prev := apimeta.FindStatusCondition(op.Status.Conditions, "Admitted")
 		if prev == nil || prev.Reason != a.Reason {
-			r.Metrics.blocked.WithLabelValues(policy, a.Reason).Inc()
+			p.afterWrite = append(p.afterWrite, func() { r.Metrics.blocked.WithLabelValues(policy, a.Reason).Inc() })
 			p.emit(corev1.EventTypeNormal, a.Reason, "Wait", "waiting: %s", a.Message)
 		}
 		p.cond("Admitted", metav1.ConditionFalse, a.Reason, a.Message)
@@ -321,7 +328,8 @@ func (r *OperationReconciler) dryRun(p *opPass, a plan.Admission) {
 	default:
 		would = fmt.Sprintf("would %s now", describe(p.op))
 	}
-	r.Metrics.blocked.WithLabelValues(p.op.Spec.Policy, v1alpha1.ReasonDryRun).Inc()
+	policy := p.op.Spec.Policy
+	p.afterWrite = append(p.afterWrite, func() { r.Metrics.blocked.WithLabelValues(policy, v1alpha1.ReasonDryRun).Inc() })
 	p.finish(v1alpha1.PhaseSkipped, v1alpha1.ReasonDryRun, would+"; nothing was changed")
 }
 
@@ -521,7 +529,10 @@ func (r *OperationReconciler) verifying(ctx context.Context, p *opPass) error {
 			return err
 		}
 		if op.Spec.Trigger != nil {
-			r.Metrics.timeToRemediate.WithLabelValues(op.Spec.Policy, stepLabel(op)).Observe(p.now.Sub(op.Spec.Trigger.LastTransitionTime.Time).Seconds())
+			took := p.now.Sub(op.Spec.Trigger.LastTransitionTime.Time).Seconds()
+			p.afterWrite = append(p.afterWrite, func() {
+				r.Metrics.timeToRemediate.WithLabelValues(op.Spec.Policy, stepLabel(op)).Observe(took)
+			})
 		}
 		p.finish(v1alpha1.PhaseSucceeded, v1alpha1.ReasonVerified, v.Message)
 		return nil

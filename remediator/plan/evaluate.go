@@ -216,7 +216,9 @@ func lastOfEpisode(p *Policy, episode string, ops []*v1alpha1.NodeOperation) (*v
 	var last *v1alpha1.NodeOperation
 	lastIdx := -1
 	for _, op := range ops {
-		if op.Spec.Policy != p.Name() || op.Labels[v1alpha1.LabelEpisode] != episode {
+		// A dry run's record is not a step of a real ladder, and the
+		// reverse: turning dryRun off acts on a fault that is already there.
+		if op.Spec.Policy != p.Name() || op.Labels[v1alpha1.LabelEpisode] != episode || op.Spec.DryRun != p.Obj.Spec.DryRun {
 			continue
 		}
 		idx, err := strconv.Atoi(op.Labels[v1alpha1.LabelStepIndex])
@@ -237,7 +239,7 @@ func NewOperation(p *Policy, n *corev1.Node, m Match, episode string, idx int) *
 	steps := p.Obj.Spec.Steps
 	op := &v1alpha1.NodeOperation{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: OperationName(p.Name(), n.Name, episode, idx),
+			Name: operationName(p, n.Name, episode, idx),
 			Labels: map[string]string{
 				v1alpha1.LabelPolicy:    p.Name(),
 				v1alpha1.LabelNode:      LabelValue(n.Name),
@@ -320,4 +322,13 @@ func unhealthyLimit(v *intstr.IntOrString, selected int) int {
 		}
 	}
 	return scaled(v, selected, 0)
+}
+
+// operationName is OperationName, distinct for dry runs so that the record
+// of a dry run never takes the name of the real operation.
+func operationName(p *Policy, node, episode string, idx int) string {
+	if p.Obj.Spec.DryRun {
+		episode += "/dry-run"
+	}
+	return OperationName(p.Name(), node, episode, idx)
 }

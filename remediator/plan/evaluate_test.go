@@ -369,6 +369,14 @@ func TestEvaluate(t *testing.T) {
 		{desc: "a quarantine step needs no template", policy: policy(t, "gpu", withQuarantineStep), templates: []string{"reset-gpu"},
 			nodes: []*corev1.Node{node("a", xid(held))}, create: map[string]int{"a": 0},
 			check: func(t *testing.T, out PolicyPlan) { require.Empty(t, out.MissingTemplates) }},
+		{desc: "turning dryRun off acts on a fault a dry run already recorded", policy: gpu,
+			nodes:  []*corev1.Node{node("a", xid(held))},
+			ops:    []*v1alpha1.NodeOperation{op("s0", "a", of("gpu", ep, 0), dryRunOp, phase(v1alpha1.PhaseSkipped))},
+			create: map[string]int{"a": 0},
+			check: func(t *testing.T, out PolicyPlan) {
+				require.False(t, out.Create[0].Spec.DryRun)
+				require.NotEqual(t, operationName(policy(t, "gpu", dryRun), "a", ep, 0), out.Create[0].Name, "the real operation does not take the dry run's name")
+			}},
 		{desc: "a dry-run policy creates dry-run operations", policy: policy(t, "gpu", dryRun),
 			nodes: []*corev1.Node{node("a", xid(held))}, create: map[string]int{"a": 0},
 			check: func(t *testing.T, out PolicyPlan) { require.True(t, out.Create[0].Spec.DryRun) }},
@@ -448,7 +456,7 @@ func TestEvaluate(t *testing.T) {
 				idx, err := strconv.Atoi(o.Labels[v1alpha1.LabelStepIndex])
 				require.NoError(t, err)
 				gotCreate[o.Spec.NodeName] = idx
-				require.Equal(t, OperationName(tc.policy.Name(), o.Spec.NodeName, o.Labels[v1alpha1.LabelEpisode], idx), o.Name)
+				require.Equal(t, operationName(tc.policy, o.Spec.NodeName, o.Labels[v1alpha1.LabelEpisode], idx), o.Name)
 				require.Equal(t, tc.policy.Name(), o.Spec.Policy)
 				require.Equal(t, tc.policy.Name(), o.Labels[v1alpha1.LabelPolicy])
 			}
@@ -565,13 +573,13 @@ func TestEvaluateOperation(t *testing.T) {
 		},
 		{
 			desc:   "the implicit quarantine: urgent, no step, no operation",
-			policy: policy(t, "gpu", dryRun),
+			policy: policy(t, "gpu"),
 			ops: []*v1alpha1.NodeOperation{
 				op("s0", "gpu-1", of("gpu", ep, 0), ran(v1alpha1.PhaseFailed, ago(9*time.Minute), ago(8*time.Minute))),
 				op("s1", "gpu-1", of("gpu", ep, 1), ran(v1alpha1.PhaseFailed, ago(8*time.Minute), ago(7*time.Minute))),
 			},
 			want: v1alpha1.NodeOperationSpec{
-				NodeName: "gpu-1", Policy: "gpu", Quarantine: true, Urgent: true, DryRun: true, Trigger: trigger,
+				NodeName: "gpu-1", Policy: "gpu", Quarantine: true, Urgent: true, Trigger: trigger,
 			},
 			wantIdx:    "2",
 			wantReason: []string{"LadderExhausted: every step of policy gpu failed on GPUXidError=True (XidRebootRequired)"},
@@ -586,7 +594,7 @@ func TestEvaluateOperation(t *testing.T) {
 			})
 			require.Len(t, out.Create, 1)
 			got := out.Create[0]
-			require.Equal(t, OperationName("gpu", "gpu-1", ep, mustAtoi(t, tc.wantIdx)), got.Name)
+			require.Equal(t, operationName(tc.policy, "gpu-1", ep, mustAtoi(t, tc.wantIdx)), got.Name)
 			require.Equal(t, labels(tc.wantIdx), got.Labels)
 			for _, s := range tc.wantReason {
 				require.Contains(t, got.Spec.Reason, s)
