@@ -1,0 +1,48 @@
+package remediator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+)
+
+// TestRetention: a manual drain-only operation (planned maintenance) runs
+// with no policy in the cluster, succeeds, is kept for the retention period,
+// and is then deleted.
+func TestRetention(t *testing.T) {
+	env := startCluster(t)
+	ctx := context.Background()
+	nodes := gpuNodes(t, env, "keep", 1)
+	rem := newRemediator(t, env)
+	rem.opts.Retention = 4 * time.Second
+	rem.start()
+
+	op := &v1alpha1.NodeOperation{
+		ObjectMeta: metav1.ObjectMeta{Name: "planned-maintenance"},
+		Spec:       v1alpha1.NodeOperationSpec{NodeName: nodes[0], Operation: opDrain, Cordon: true, Reason: "planned: firmware update"},
+	}
+	require.NoError(t, env.Client.Create(ctx, op))
+
+	var done *v1alpha1.NodeOperation
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		done = getOp(t, env, op.Name)
+		require.Equal(c, v1alpha1.PhaseSucceeded, done.Status.Phase, describeOps(env))
+	}, 20*time.Second, 100*time.Millisecond)
+	require.False(t, getNode(t, env, nodes[0]).Spec.Unschedulable, "uncordoned after the operation")
+
+	// Kept for the retention period, then deleted.
+	finished := done.Status.CompletionTime.Time
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		err := env.Client.Get(ctx, client.ObjectKey{Name: op.Name}, &v1alpha1.NodeOperation{})
+		require.True(c, apierrors.IsNotFound(err), "deleted after retention")
+	}, 20*time.Second, 100*time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(finished), 3*time.Second, "not deleted before the retention period (status times have 1 s resolution)")
+}
