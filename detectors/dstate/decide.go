@@ -11,7 +11,7 @@ import (
 	"github.com/kubemedic/kubemedic/detectors/kube"
 	"github.com/kubemedic/kubemedic/detectors/plugin"
 	"github.com/kubemedic/kubemedic/detectors/procfs"
-	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/detectors/reason"
 )
 
 // PodSource lists the pods bound to a node. kube.Client implements it; an
@@ -214,11 +214,11 @@ func Decide(ctx context.Context, in Input, pods PodSource) Decision {
 // same processes stay stuck.
 func orphansResult(n int, o Orphan) plugin.Result {
 	msg := fmt.Sprintf("%d %s in D; pod %s", n, procs(n), o.PodUID)
-	room := plugin.MaxLine - len(v1alpha1.ReasonDStateOrphans+": ") - len(msg) - 1
+	room := plugin.MaxLine - len(reason.DStateOrphans+": ") - len(msg) - 1
 	if comm := printable(o.Comm); room > 0 && comm != "" {
 		msg += " " + comm[:min(room, len(comm))]
 	}
-	return plugin.NonOK(v1alpha1.ReasonDStateOrphans, "%s", msg)
+	return plugin.NonOK(reason.DStateOrphans, "%s", msg)
 }
 
 func okMessage(young, live int, minDuration time.Duration) string {

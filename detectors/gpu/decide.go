@@ -5,7 +5,7 @@ import (
 	"sort"
 
 	"github.com/kubemedic/kubemedic/detectors/plugin"
-	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/detectors/reason"
 )
 
 // LostInput is what DecideLost needs.
@@ -46,21 +46,21 @@ func DecideLost(in LostInput) (r plugin.Result, warning string) {
 	if len(lost) > 0 {
 		sort.Strings(lost)
 		if len(lost) == 1 {
-			return plugin.NonOK(v1alpha1.ReasonGPUFellOffBus, "GPU %s is lost (fell off the bus); reboot required", lost[0]), ""
+			return plugin.NonOK(reason.GPUFellOffBus, "GPU %s is lost (fell off the bus); reboot required", lost[0]), ""
 		}
-		return plugin.NonOK(v1alpha1.ReasonGPUFellOffBus, "GPU %s%s fell off the bus; reboot required", lost[0], more(len(lost)-1)), ""
+		return plugin.NonOK(reason.GPUFellOffBus, "GPU %s%s fell off the bus; reboot required", lost[0], more(len(lost)-1)), ""
 	}
 	absent = append(absent, missing...)
 	sort.Strings(absent)
 	if len(absent) > 0 {
 		total := max(in.Expected, visible+len(absent))
-		return plugin.NonOK(v1alpha1.ReasonGPUCountMismatch, "%d of %d GPUs visible; missing %s%s", visible, total, absent[0], more(len(absent)-1)), ""
+		return plugin.NonOK(reason.GPUCountMismatch, "%d of %d GPUs visible; missing %s%s", visible, total, absent[0], more(len(absent)-1)), ""
 	}
 	switch {
 	case in.Expected <= 0:
 		return plugin.Unknown("no expected GPU count (%d visible): %s", visible, in.ExpectedErr), ""
 	case visible < in.Expected:
-		return plugin.NonOK(v1alpha1.ReasonGPUCountMismatch, "%d of %d GPUs visible", visible, in.Expected), ""
+		return plugin.NonOK(reason.GPUCountMismatch, "%d of %d GPUs visible", visible, in.Expected), ""
 	case visible > in.Expected:
 		return plugin.OK("%d GPUs healthy (%s), %d expected", visible, in.Backend, in.Expected),
 			fmt.Sprintf("%d GPUs visible, more than the %d expected", visible, in.Expected)
@@ -95,23 +95,23 @@ type memoryRule struct {
 }
 
 var memoryRules = []memoryRule{
-	{v1alpha1.ReasonRowRemapFailed,
+	{reason.RowRemapFailed,
 		func(d Device, _ Thresholds) bool { return d.RowRemapFailed.Known && d.RowRemapFailed.Value },
 		func(bus string, _ Thresholds) string { return "row remap failed on " + bus + "; replace GPU" }},
-	{v1alpha1.ReasonRetiredPageLimit,
+	{reason.RetiredPageLimit,
 		func(d Device, th Thresholds) bool {
 			return th.RetiredPages > 0 && d.RetiredPages.Known && d.RetiredPages.Value >= th.RetiredPages
 		},
 		func(bus string, th Thresholds) string {
 			return fmt.Sprintf("%d+ retired pages on %s; replace GPU", th.RetiredPages, bus)
 		}},
-	{v1alpha1.ReasonRowRemapPending,
+	{reason.RowRemapPending,
 		func(d Device, _ Thresholds) bool { return d.RowRemapPending.Known && d.RowRemapPending.Value },
 		func(bus string, _ Thresholds) string { return "row remap pending on " + bus + "; reset GPU" }},
-	{v1alpha1.ReasonRetiredPagesPending,
+	{reason.RetiredPagesPending,
 		func(d Device, _ Thresholds) bool { return d.RetiredPagesPending.Known && d.RetiredPagesPending.Value },
 		func(bus string, _ Thresholds) string { return "retired pages pending on " + bus + "; reset GPU" }},
-	{v1alpha1.ReasonVolatileDBE,
+	{reason.VolatileDBE,
 		func(d Device, th Thresholds) bool {
 			return th.DBE > 0 && d.VolatileDBE.Known && d.VolatileDBE.Value >= th.DBE
 		},

@@ -1,26 +1,15 @@
-// Package kube is the detectors' narrow view of Kubernetes: this node's
-// labels and the pods on this node. It asks the local kubelet first and the
-// API server second, and never lists pods cluster-wide. It decodes only the
-// fields it needs, and it uses client-go's rest and clientcmd for
-// credentials but not the typed clientset, whose scheme registration would
-// cost every short-lived check invocation several milliseconds.
 package kube
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Options are the flags that say how to reach the kubelet and API server.
@@ -42,7 +31,7 @@ type Options struct {
 // mirrorAnnotation on a mirror pod holds the static pod's UID.
 const mirrorAnnotation = "kubernetes.io/config.mirror"
 
-const serviceAccountToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+const serviceAccountToken = serviceAccountDir + "/token"
 
 // BindFlags registers the options on fs.
 func BindFlags(fs *pflag.FlagSet) *Options {
@@ -88,28 +77,35 @@ type node struct {
 // Client talks to the kubelet and the API server.
 type Client struct {
 	opts Options
+	// getenv and serviceAccountDir locate the in-cluster credentials;
+	// tests point them elsewhere.
+	getenv            func(string) string
+	serviceAccountDir string
 }
 
-// New returns a client; nothing is contacted until a call.
-func New(o Options) *Client { return &Client{opts: o} }
+// New returns a client; nothing is read or contacted until a call.
+func New(o Options) *Client {
+	return &Client{opts: o, getenv: os.Getenv, serviceAccountDir: serviceAccountDir}
+}
 
-func (c *Client) apiServer() (*rest.Config, *http.Client, error) {
-	var cfg *rest.Config
+// apiServer is the API server from --kubeconfig, or else from the pod's
+// service account.
+func (c *Client) apiServer() (*server, error) {
+	var cfg serverConfig
 	var err error
 	if c.opts.Kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", c.opts.Kubeconfig)
+		cfg, err = kubeconfigServer(c.opts.Kubeconfig)
 	} else {
-		cfg, err = rest.InClusterConfig()
+		cfg, err = inClusterConfig(c.getenv, c.serviceAccountDir)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("API server config: %w", err)
+		return nil, fmt.Errorf("API server config: %w", err)
 	}
-	cfg.Timeout = c.opts.Timeout
-	hc, err := rest.HTTPClientFor(cfg)
+	s, err := newServer(cfg, c.opts.Timeout)
 	if err != nil {
-		return nil, nil, fmt.Errorf("API server client: %w", err)
+		return nil, fmt.Errorf("API server client: %w", err)
 	}
-	return cfg, hc, nil
+	return s, nil
 }
 
 // NodeLabels returns the labels of the named node from the API server.
@@ -117,12 +113,12 @@ func (c *Client) NodeLabels(ctx context.Context, name string) (map[string]string
 	if name == "" {
 		return nil, errors.New("node labels: no node name (--node or $NODE_NAME)")
 	}
-	cfg, hc, err := c.apiServer()
+	s, err := c.apiServer()
 	if err != nil {
 		return nil, err
 	}
 	var n node
-	if err := getJSON(ctx, hc, cfg.Host+"/api/v1/nodes/"+url.PathEscape(name), &n); err != nil {
+	if err := s.getJSON(ctx, "/api/v1/nodes/"+url.PathEscape(name), &n); err != nil {
 		return nil, fmt.Errorf("get node %s: %w", name, err)
 	}
 	return n.Metadata.Labels, nil
@@ -155,21 +151,19 @@ func (c *Client) kubeletPods(ctx context.Context) ([]Pod, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("kubelet: read token: %w", err)
 	}
-	cfg := &rest.Config{Host: c.opts.KubeletURL, BearerToken: strings.TrimSpace(string(token)), Timeout: c.opts.Timeout}
-	cfg.TLSClientConfig.Insecure = c.opts.KubeletInsecure
-	hc, err := rest.HTTPClientFor(cfg)
+	s, err := newServer(serverConfig{Host: c.opts.KubeletURL, BearerToken: strings.TrimSpace(string(token)), Insecure: c.opts.KubeletInsecure}, c.opts.Timeout)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet client: %w", err)
 	}
 	var l podList
-	if err := getJSON(ctx, hc, c.opts.KubeletURL+"/pods", &l); err != nil {
+	if err := s.getJSON(ctx, "/pods", &l); err != nil {
 		return nil, fmt.Errorf("kubelet %s/pods: %w", c.opts.KubeletURL, err)
 	}
 	return l.pods(), nil
 }
 
 func (c *Client) apiServerPods(ctx context.Context, name string) ([]Pod, error) {
-	cfg, hc, err := c.apiServer()
+	s, err := c.apiServer()
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +175,7 @@ func (c *Client) apiServerPods(ctx context.Context, name string) ([]Pod, error) 
 			q.Set("continue", cont)
 		}
 		var l podList
-		if err := getJSON(ctx, hc, cfg.Host+"/api/v1/pods?"+q.Encode(), &l); err != nil {
+		if err := s.getJSON(ctx, "/api/v1/pods?"+q.Encode(), &l); err != nil {
 			return nil, fmt.Errorf("list pods on node %s: %w", name, err)
 		}
 		pods = append(pods, l.pods()...)
@@ -204,25 +198,4 @@ func (l *podList) pods() []Pod {
 		out = append(out, Pod{UID: uid, Namespace: it.Metadata.Namespace, Name: it.Metadata.Name, DeletionTimestamp: it.Metadata.DeletionTimestamp})
 	}
 	return out
-}
-
-func getJSON(ctx context.Context, hc *http.Client, u string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, body)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("decode response: %w", err)
-	}
-	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/kubemedic/kubemedic/detectors/plugin"
-	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/detectors/reason"
 )
 
 // Config is what the check looks for.
@@ -108,11 +108,11 @@ func Decide(cfg Config, obs Observation) plugin.Result {
 	var faults []fault
 	for _, p := range obs.Unmatched {
 		m := "no interface matches " + p
-		faults = append(faults, fault{v1alpha1.ReasonLinkDown, rankUnmatched, p, m, m})
+		faults = append(faults, fault{reason.LinkDown, rankUnmatched, p, m, m})
 	}
 	for _, n := range obs.Missing {
 		m := n + " missing"
-		faults = append(faults, fault{v1alpha1.ReasonLinkDown, rankLinkDown, n, m, m})
+		faults = append(faults, fault{reason.LinkDown, rankLinkDown, n, m, m})
 	}
 	var up []string
 	var firstErr error
@@ -127,12 +127,12 @@ func Decide(cfg Config, obs Observation) plugin.Result {
 			if l.Carrier {
 				carrier = "carrier"
 			}
-			faults = append(faults, fault{v1alpha1.ReasonLinkDown, rankLinkDown, l.Name,
+			faults = append(faults, fault{reason.LinkDown, rankLinkDown, l.Name,
 				fmt.Sprintf("%s link down (operstate %s, %s)", l.Name, l.OperState, carrier),
 				fmt.Sprintf("%s link down (%s, %s)", l.Name, l.OperState, carrier)})
 		case obs.AddrsChecked && cfg.RequireAddress && !hasAddress(l.Addrs, cfg.IgnoreLinkLocal):
 			m := l.Name + " has no address"
-			faults = append(faults, fault{v1alpha1.ReasonNoAddress, rankNoAddress, l.Name, m, m})
+			faults = append(faults, fault{reason.NoAddress, rankNoAddress, l.Name, m, m})
 		default:
 			up = append(up, l.Name)
 		}

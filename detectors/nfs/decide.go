@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kubemedic/kubemedic/detectors/plugin"
-	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/detectors/reason"
 )
 
 // Expected is a mount the node should have.
@@ -97,13 +97,13 @@ func Decide(in Input) plugin.Result {
 	for _, m := range mounts {
 		if m.Dial != "" {
 			if _, bad := in.Unreachable[m.Dial]; bad {
-				found = append(found, finding{rankUnreachable, v1alpha1.ReasonServerUnreachable,
+				found = append(found, finding{rankUnreachable, reason.ServerUnreachable,
 					fmt.Sprintf("%s server %s unreachable", m.MountPoint, m.Server)})
 				continue
 			}
 		}
 		if !m.Present {
-			found = append(found, finding{rankMissing, v1alpha1.ReasonMountMissing, m.MountPoint + " missing"})
+			found = append(found, finding{rankMissing, reason.MountMissing, m.MountPoint + " missing"})
 			continue
 		}
 		p, ok := in.Probes[m.MountPoint]
@@ -114,16 +114,16 @@ func Decide(in Input) plugin.Result {
 		switch p.State {
 		case ProbeOK:
 		case ProbeHung:
-			found = append(found, finding{rankHung, v1alpha1.ReasonMountHung,
+			found = append(found, finding{rankHung, reason.MountHung,
 				fmt.Sprintf("%s %s hung >%s", m.MountPoint, p.Op, in.Timeout)})
 		case ProbeStillHung:
-			found = append(found, finding{rankHung, v1alpha1.ReasonMountHung,
+			found = append(found, finding{rankHung, reason.MountHung,
 				fmt.Sprintf("%s still hung >%s", m.MountPoint, in.Timeout)})
 		case ProbeFailed:
-			found = append(found, finding{rankHung, v1alpha1.ReasonMountHung,
+			found = append(found, finding{rankHung, reason.MountHung,
 				fmt.Sprintf("%s %s %s", m.MountPoint, p.Op, p.Err)})
 		case ProbeMissing:
-			found = append(found, finding{rankMissing, v1alpha1.ReasonMountMissing, m.MountPoint + " missing"})
+			found = append(found, finding{rankMissing, reason.MountMissing, m.MountPoint + " missing"})
 		default:
 			found = append(found, finding{rankUnknown, "", fmt.Sprintf("%s %s %s", m.MountPoint, p.Op, p.Err)})
 		}

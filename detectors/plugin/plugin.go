@@ -43,7 +43,7 @@ const MaxLine = 80
 type Result struct {
 	Status Status
 	// Reason is set for NonOK: one of the condition's reasons in
-	// policies/v1alpha1.
+	// policies/v1alpha1, as repeated in detectors/reason.
 	Reason string
 	// Message says what is wrong and where, e.g.
 	// "Xid 79 on 0000:3b:00.0: fell off the bus; reboot required".

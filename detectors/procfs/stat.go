@@ -51,8 +51,11 @@ func ParseStat(b []byte) (Stat, error) {
 func ParseStatRaw(b []byte) (Stat, []byte, error) {
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	open := bytes.IndexByte(b, '(')
-	closing := bytes.LastIndexByte(b, ')')
-	if open < 0 || closing < open {
+	if open < 0 {
+		return Stat{}, nil, errors.New("parse stat: no (comm)")
+	}
+	closing := lastCloseParen(b, open)
+	if closing < 0 {
 		return Stat{}, nil, errors.New("parse stat: no (comm)")
 	}
 	if open < 2 || b[open-1] != ' ' {
@@ -65,21 +68,23 @@ func ParseStatRaw(b []byte) (Stat, []byte, error) {
 	s := Stat{PID: int(pid)}
 	comm := b[open+1 : closing]
 	// Fields after comm, numbered from 3 (state), each after one space.
+	// The loop finds each field's end byte by byte: the fields are short,
+	// and this runs once per process on the node.
 	rest := b[closing+1:]
+	i := 0
 	for field := 3; field <= 22; field++ {
-		if len(rest) == 0 {
+		if i == len(rest) {
 			return Stat{}, nil, fmt.Errorf("parse stat: pid %d: %d fields, want at least 22", s.PID, field-1)
 		}
-		if rest[0] != ' ' {
-			return Stat{}, nil, fmt.Errorf("parse stat: pid %d: field %d: want a space, got %q", s.PID, field, rest[0])
+		if rest[i] != ' ' {
+			return Stat{}, nil, fmt.Errorf("parse stat: pid %d: field %d: want a space, got %q", s.PID, field, rest[i])
 		}
-		rest = rest[1:]
-		end := bytes.IndexByte(rest, ' ')
-		if end < 0 {
-			end = len(rest)
+		i++
+		start := i
+		for i < len(rest) && rest[i] != ' ' {
+			i++
 		}
-		tok := rest[:end]
-		rest = rest[end:]
+		tok := rest[start:i]
 		switch field {
 		case 3:
 			if len(tok) != 1 || !isLetter(tok[0]) {
@@ -105,6 +110,23 @@ func ParseStatRaw(b []byte) (Stat, []byte, error) {
 		}
 	}
 	return s, comm, nil
+}
+
+// lastCloseParen returns the index of the last ')' after b[open], or -1.
+// It is bytes.LastIndexByte found with forward IndexByte calls, which are
+// vectorized: the last ')' is usually the first one, 200 bytes before the
+// end of the line.
+func lastCloseParen(b []byte, open int) int {
+	last := -1
+	for i := open + 1; i < len(b); {
+		j := bytes.IndexByte(b[i:], ')')
+		if j < 0 {
+			break
+		}
+		last = i + j
+		i = last + 1
+	}
+	return last
 }
 
 // parseUint parses decimal digits, without sign or spaces, up to max.

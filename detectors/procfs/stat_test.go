@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -102,6 +103,15 @@ func fixtureSeeds(f *testing.F, dir string) {
 func FuzzParseStat(f *testing.F) {
 	fixtureSeeds(f, "stat")
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if open := bytes.IndexByte(b, '('); open >= 0 {
+			want := bytes.LastIndexByte(b, ')')
+			if want < open {
+				want = -1
+			}
+			if got := lastCloseParen(b, open); got != want {
+				t.Fatalf("lastCloseParen(%q, %d) = %d, want %d", b, open, got, want)
+			}
+		}
 		s, err := ParseStat(b)
 		raw, comm, rawErr := ParseStatRaw(b)
 		if (err == nil) != (rawErr == nil) {
@@ -145,4 +155,17 @@ func itoa(n uint64) string {
 		n /= 10
 	}
 	return string(b[i:])
+}
+
+// BenchmarkParseStatRaw is the per-process cost of the dstate scan's parse.
+func BenchmarkParseStatRaw(b *testing.B) {
+	line := []byte("4242 (python3) S 1 4242 4242 0 -1 4194560 2286 0 12 0 4 2 0 0 20 0 1 0 5242 23248896 1310 " +
+		"18446744073709551615 94791135399936 94791135419817 140736353762496 0 0 0 0 4096 1256 0 0 0 17 1 0 0 0 0 0 " +
+		"94791135435824 94791135437440 94791966478336 140736353766083 140736353766103 140736353766103 140736353767403 0\n")
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, _, err := ParseStatRaw(line); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/kubemedic/kubemedic/detectors/plugin"
-	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/detectors/reason"
 )
 
 // stateVersion is State.Version; a file with another version is discarded.
@@ -276,14 +276,14 @@ const OKMessage = "no actionable Xid since boot"
 // It is shortened to fit the 80-byte line with its reason: first
 // " required" goes, then the meaning's last words, then the meaning.
 func (v Verdict) Result() plugin.Result {
-	var reason, action string
+	var why, action string
 	switch v.Severity {
 	case SevNone:
 		return plugin.OK(OKMessage)
 	case SevReboot:
-		reason, action = v1alpha1.ReasonXidRebootRequired, "reboot"
+		why, action = reason.XidRebootRequired, "reboot"
 	default:
-		reason, action = v1alpha1.ReasonXidResetRequired, "reset"
+		why, action = reason.XidResetRequired, "reset"
 	}
 	head := fmt.Sprintf("Xid %d on %s", v.Xid, v.Bus)
 	switch {
@@ -296,7 +296,7 @@ func (v Verdict) Result() plugin.Result {
 	if v.Recurring {
 		meaning += " again after reset"
 	}
-	return plugin.NonOK(reason, "%s", fitMessage(plugin.MaxLine-len(reason)-len(": "), head, meaning, action))
+	return plugin.NonOK(why, "%s", fitMessage(plugin.MaxLine-len(why)-len(": "), head, meaning, action))
 }
 
 func fitMessage(budget int, head, meaning, action string) string {

@@ -1,9 +1,11 @@
 package xid
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 )
@@ -13,6 +15,11 @@ import (
 // makes read fail with EINVAL.
 const kmsgBufSize = 16 << 10
 
+// fileBufSize is one read's buffer for a regular file: a saved kernel log
+// is streamed through it rather than read whole, so a large file costs a
+// short-lived check neither a large allocation nor its page faults.
+const fileBufSize = 64 << 10
+
 // readLog calls fn for every Xid in the kernel log at path: /dev/kmsg (a
 // character device) or a regular file of kmsg records or dmesg lines.
 func readLog(ctx context.Context, path string, fn func(Found)) error {
@@ -21,14 +28,50 @@ func readLog(ctx context.Context, path string, fn func(Found)) error {
 		return err
 	}
 	if fi.Mode().IsRegular() {
-		data, err := os.ReadFile(path)
+		f, err := os.Open(path)
 		if err != nil {
 			return err
 		}
-		ScanLog(data, fn)
+		defer f.Close()
+		if err := scanLines(ctx, f, make([]byte, fileBufSize), fn); err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
 		return nil
 	}
 	return readKmsg(ctx, path, func(rec []byte) { ScanLog(rec, fn) })
+}
+
+// scanLines is ScanLog over everything r returns, read into buf: each
+// read's complete lines are scanned, and the incomplete last one is kept
+// for the next read. buf doubles when one line does not fit. ScanLog looks
+// at one line at a time, so this finds what ScanLog over the whole input
+// would.
+func scanLines(ctx context.Context, r io.Reader, buf []byte, fn func(Found)) error {
+	kept := 0 // buf[:kept] is an incomplete line from the last read
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if kept == len(buf) {
+			buf = append(buf, make([]byte, len(buf))...)
+		}
+		n, err := r.Read(buf[kept:])
+		data := buf[:kept+n]
+		if err == io.EOF {
+			ScanLog(data, fn)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		nl := bytes.LastIndexByte(data, '\n')
+		if nl < 0 {
+			kept = len(data)
+			continue
+		}
+		ScanLog(data[:nl+1], fn)
+		kept = copy(buf, data[nl+1:])
+	}
 }
 
 // readKmsg reads /dev/kmsg from the oldest record in the ring buffer to the

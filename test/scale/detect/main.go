@@ -2,13 +2,15 @@
 // and the shell plugins ops write by hand for the same job, on the same
 // fixtures, and prints wall time, CPU time and peak RSS for each.
 //
-//	go run ./test/scale/detect [-n 30] [-bin path/to/kubemedic-detect]
+//	go run ./test/scale/detect [-n 30] [-bin path/to/kubemedic-detect] [-keep]
 //
 // Fixtures: dstate with 10,000 processes (a few of them pods stuck in D),
 // xid with 1 MiB of kernel log, nfs with 100 mounts. The targets from the
 // detectors issue are printed beside the numbers: each invocation at most
 // 30 ms wall and 20 MiB peak RSS, and at least 5x less CPU than the shell.
-// The numbers are measurements, not a gate: CI does not run this.
+// A last section shows the floor under every check: kubemedic-detect with
+// no check, and Go's hello world with and without cgo. The numbers are
+// measurements, not a gate: CI does not run this.
 package main
 
 import (
@@ -31,8 +33,9 @@ import (
 func main() {
 	n := flag.Int("n", 30, "invocations per case")
 	bin := flag.String("bin", "", "kubemedic-detect binary (default: go build it)")
+	keep := flag.Bool("keep", false, "keep the fixtures and shell plugins, and print their directory (to profile one case)")
 	flag.Parse()
-	if err := run(*n, *bin); err != nil {
+	if err := run(*n, *bin, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "detect scale:", err)
 		os.Exit(1)
 	}
@@ -53,12 +56,16 @@ type stats struct {
 	codes                          []int
 }
 
-func run(n int, bin string) error {
+func run(n int, bin string, keep bool) error {
 	work, err := os.MkdirTemp("", "kubemedic-detect-scale-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	if keep {
+		fmt.Printf("fixtures kept in %s\n\n", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
 	if bin == "" {
 		bin = filepath.Join(work, "kubemedic-detect")
 		cmd := exec.Command("go", "build", "-o", bin, "./cmd/kubemedic-detect")
@@ -147,6 +154,48 @@ func run(n int, bin string) error {
 		ratio := float64(s.cpuMedian) / float64(max(d.cpuMedian, time.Microsecond))
 		fmt.Printf("%-26s %-16s wall<=30ms:%s rss<=20MiB:%s cpu %.1fx less than shell (>=5x:%s)\n\n", "", "targets",
 			ok(d.wallMedian <= 30*time.Millisecond), ok(d.rssMax <= 20*1024), ratio, ok(ratio >= 5))
+	}
+	return floor(n, bin, work)
+}
+
+// floor measures what starting a process costs before any check runs:
+// kubemedic-detect with no check (it prints its usage and exits 2), and
+// Go's hello world built with cgo, as kubemedic-detect is for NVML and
+// DCGM, and without.
+func floor(n int, bin, work string) error {
+	d, err := measure(n, []string{bin})
+	if err != nil {
+		return fmt.Errorf("start-up: %w", err)
+	}
+	row("start-up floor", "no check", d)
+	for _, h := range []struct {
+		name, cgo, src string
+	}{
+		{"hello, cgo", "1", "package main\n\n// #include <stdlib.h>\nimport \"C\"\n\nimport \"os\"\n\nfunc main() { C.free(nil); os.Stdout.WriteString(\"ok\\n\") }\n"},
+		{"hello, static", "0", "package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"ok\\n\") }\n"},
+	} {
+		dir := filepath.Join(work, "hello-cgo"+h.cgo)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.26\n"), 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(h.src), 0o644); err != nil {
+			return err
+		}
+		cmd := exec.Command("go", "build", "-o", "hello", ".")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+h.cgo, "GOFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Printf("%-26s %-16s not built: %v: %s\n", "", h.name, err, out)
+			continue
+		}
+		s, err := measure(n, []string{filepath.Join(dir, "hello")})
+		if err != nil {
+			return fmt.Errorf("%s: %w", h.name, err)
+		}
+		row("", h.name, s)
 	}
 	return nil
 }
