@@ -114,6 +114,12 @@ func TestSimulate(t *testing.T) {
 		return p
 	}
 	startNow := func(node string) string { return "create " + opName(node, held) + " (reboot), start now" }
+	// A dry run's record has a name of its own, so that it never takes the
+	// name of the real operation.
+	dryStartNow := func(node string) string {
+		m := plan.Match{Condition: corev1.NodeCondition{Type: v1alpha1.ConditionGPUXidError, LastTransitionTime: metav1.NewTime(held)}}
+		return "create " + plan.OperationName("xid-reboot", node, m.Episode()+"/dry-run", 0) + " (reboot), start now"
+	}
 	waitMax := func(node string) string { return "create " + opName(node, held) + " (reboot), wait: MaxConcurrent" }
 
 	for _, tc := range []struct {
@@ -203,7 +209,7 @@ func TestSimulate(t *testing.T) {
 			desc:     "dry run: every operation ends Skipped, so none takes a slot",
 			edit:     func(s string) string { return strings.Replace(s, "  safety:", "  dryRun: true\n  safety:", 1) },
 			state:    clusterState{Nodes: append(five(), xidNode("n6", held)), Templates: map[string]bool{"reboot": true}},
-			decision: map[string]string{"n1": startNow("n1"), "n2": startNow("n2"), "n3": startNow("n3"), "n4": plan.HoldNotHeldYet, "n6": startNow("n6")},
+			decision: map[string]string{"n1": dryStartNow("n1"), "n2": dryStartNow("n2"), "n3": dryStartNow("n3"), "n4": plan.HoldNotHeldYet, "n6": dryStartNow("n6")},
 			detail:   map[string]string{"n3": "dry run, recorded as Skipped: every safety limit passed"},
 			breaker:  "closed",
 		},
