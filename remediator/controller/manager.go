@@ -62,7 +62,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, o ManagerOptions) (ctrl.M
 	}
 	mo := ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         CacheOptions(),
+		Cache:                         CacheOptions(o.Namespace),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElection,

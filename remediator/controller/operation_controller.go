@@ -42,7 +42,8 @@ const (
 type OperationReconciler struct {
 	Client client.Client
 	// Reader reads the API server without the cache, where a stale read
-	// would be unsafe: the admission ledger, and nodes before a cordon.
+	// would be unsafe (the admission ledger, nodes before a cordon), and
+	// for what the cache does not hold (the pods of a node being drained).
 	Reader   client.Reader
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
@@ -389,8 +390,9 @@ func (r *OperationReconciler) cordoning(ctx context.Context, p *opPass) error {
 // draining evicts the node's pods under the step's drain rules.
 func (r *OperationReconciler) draining(ctx context.Context, p *opPass) error {
 	op := p.op
+	// From the API server: the cache holds only the operation pods.
 	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.MatchingFields{indexPodNode: op.Spec.NodeName}); err != nil {
+	if err := r.Reader.List(ctx, &pods, client.MatchingFields{indexPodNode: op.Spec.NodeName}); err != nil {
 		return fmt.Errorf("list pods on node %s: %w", op.Spec.NodeName, err)
 	}
 	spec := op.Spec.Drain.DeepCopy()

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,11 +63,23 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, fmt.Errorf("patch status of policy %s: %w", pol.Name, perr)
 		}
 	}
+	// In parallel: one round trip after another, 50 creates (1 % of 5,000
+	// nodes) took 1.4 s on a loaded API server (test/scale/remediator).
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, createParallelism)
 	for _, c := range creates {
-		r.create(ctx, pol, c.op, c.node)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r.create(ctx, pol, c.op, c.node)
+		})
 	}
+	wg.Wait()
 	return res, err
 }
+
+// createParallelism bounds the concurrent creates of one policy pass.
+const createParallelism = 16
 
 // creation is an operation to create, with its node for the Events.
 type creation struct {
