@@ -19,9 +19,7 @@ import (
 func ValidateSet(docs []*Document) []Problem {
 	var problems []Problem
 	add := func(d *Document, errs field.ErrorList) {
-		for _, e := range errs {
-			problems = append(problems, Problem{File: d.File, Line: d.Locate(e.Field), Field: e.Field, Detail: detail(e)})
-		}
+		problems = append(problems, d.Problems(errs)...)
 	}
 
 	templates := map[string]bool{}
@@ -90,6 +88,15 @@ func ValidateSet(docs []*Document) []Problem {
 		add(d, errs)
 	}
 	return problems
+}
+
+// Problems locates field errors of the document by file and line.
+func (d *Document) Problems(errs field.ErrorList) []Problem {
+	out := make([]Problem, 0, len(errs))
+	for _, e := range errs {
+		out = append(out, Problem{File: d.File, Line: d.Locate(e.Field), Field: e.Field, Detail: detail(e)})
+	}
+	return out
 }
 
 // detail renders a field error without its field path, the way ops read it:

@@ -25,6 +25,8 @@ const (
 	// LabelOperation on an operation Pod names its NodeOperation. The drain
 	// leaves such pods alone.
 	LabelOperation = "kubemedic.io/operation"
+	// LabelTemplate on an operation Pod names its NodeOperationTemplate.
+	LabelTemplate = "kubemedic.io/template-name"
 
 	// AnnotationCordonedBy on a Node records that kubemedic cordoned it (the
 	// value is the NodeOperation name), so that kubemedic uncordons only what

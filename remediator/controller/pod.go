@@ -138,11 +138,11 @@ func buildPod(op *v1alpha1.NodeOperation, tpl *v1alpha1.NodeOperationTemplate, n
 			Name:      op.Name,
 			Namespace: ns,
 			Labels: map[string]string{
-				v1alpha1.LabelOperation:      plan.LabelValue(op.Name),
-				v1alpha1.LabelNode:           plan.LabelValue(op.Spec.NodeName),
-				"app.kubernetes.io/part-of":  "kubemedic",
-				"app.kubernetes.io/name":     "kubemedic-operation",
-				"kubemedic.io/template-name": plan.LabelValue(tpl.Name),
+				v1alpha1.LabelOperation:     plan.LabelValue(op.Name),
+				v1alpha1.LabelNode:          plan.LabelValue(op.Spec.NodeName),
+				"app.kubernetes.io/part-of": "kubemedic",
+				"app.kubernetes.io/name":    "kubemedic-operation",
+				v1alpha1.LabelTemplate:      plan.LabelValue(tpl.Name),
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: v1alpha1.GroupVersion.String(), Kind: "NodeOperation",

@@ -38,50 +38,8 @@ const (
 
 // opStages complete or fail operation pods a second after kwok marks them
 // Running, by their template label.
-var opStages = []string{opStage("kubemedic-op-succeed", opSucceed, "Succeeded", 0, "Completed"),
-	opStage("kubemedic-op-fail", opFail, "Failed", 1, "Error")}
-
-func opStage(name, template, phase string, code int, reason string) string {
-	return fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: %s
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-    - key: '.metadata.deletionTimestamp'
-      operator: 'DoesNotExist'
-    - key: '.status.phase'
-      operator: 'In'
-      values: ['Running']
-    - key: '.metadata.labels["kubemedic.io/template-name"]'
-      operator: 'In'
-      values: ['%s']
-  delay:
-    durationMilliseconds: 1000
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
-        ready: false
-        restartCount: 0
-        started: false
-        state:
-          terminated:
-            exitCode: %d
-            finishedAt: {{ $now | Quote }}
-            reason: %s
-            startedAt: {{ $now | Quote }}
-      {{ end }}
-      phase: %s
-`, name, template, code, reason, phase)
-}
+var opStages = []string{harness.OperationPodStage("kubemedic-op-succeed", opSucceed, true),
+	harness.OperationPodStage("kubemedic-op-fail", opFail, false)}
 
 // startCluster starts the API server and kwok with the operation stages,
 // and creates the namespace and the test templates.

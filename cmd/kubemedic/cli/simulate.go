@@ -162,9 +162,7 @@ func loadSimulatePolicies(paths []string) ([]filePolicy, []string, []policies.Pr
 			errs = append(errs, e)
 		}
 		seen[pol.Name] = d
-		for _, e := range errs {
-			problems = append(problems, policies.Problem{File: d.File, Line: d.Locate(e.Field), Field: e.Field, Detail: fieldDetail(e)})
-		}
+		problems = append(problems, d.Problems(errs)...)
 		if len(errs) > 0 {
 			continue
 		}
@@ -184,14 +182,6 @@ func loadSimulatePolicies(paths []string) ([]filePolicy, []string, []policies.Pr
 		return problems[i].Line < problems[j].Line
 	})
 	return out, notes, problems
-}
-
-// fieldDetail renders a field error without its path, as validate does.
-func fieldDetail(e *field.Error) string {
-	if (e.Type == field.ErrorTypeInvalid || e.Type == field.ErrorTypeNotFound || e.Type == field.ErrorTypeDuplicate) && e.Detail != "" {
-		return e.Detail
-	}
-	return e.ErrorBody()
 }
 
 // newReadOnlyClient builds a client from the kubeconfig (default loading

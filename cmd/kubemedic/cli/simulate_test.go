@@ -317,7 +317,7 @@ current-context: c
 		{desc: "invalid policy names file and line", args: []string{"policy", "simulate", "-f", bad}, code: 1,
 			stderrHas: []string{bad + `:24: spec.safety.maxConcurrent: must be a count or a percentage like "20%", got "two"`, "1 problems; nothing simulated"}},
 		{desc: "a policy twice", args: []string{"policy", "simulate", "-f", dup}, code: 1,
-			stderrHas: []string{dup + `:29: metadata.name: RemediationPolicy "xid-reboot" is also defined at ` + dup + ":9"}},
+			stderrHas: []string{dup + `:29: metadata.name: Duplicate value: "xid-reboot": RemediationPolicy "xid-reboot" is also defined at ` + dup + ":9"}},
 		{desc: "no policy in the files", args: []string{"policy", "simulate", "-f", templates}, code: 1,
 			stderrHas: []string{templates + ":1: note: NodeOperationTemplate reboot ignored", templates + ": no RemediationPolicy to simulate"}},
 		{desc: "missing file", args: []string{"policy", "simulate", "-f", filepath.Join(dir, "nope.yaml")}, code: 1,

@@ -159,7 +159,7 @@ func run(ctx context.Context, c config) error {
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	env, err := harness.New(startCtx, harness.Options{
 		Kwok: true, KwokHeartbeat: c.heartbeat,
-		KwokStages: []string{opSucceedStage},
+		KwokStages: []string{harness.OperationPodStage("kubemedic-bench-op-succeed", templateName, true)},
 		Logf:       logf,
 	})
 	cancel()
@@ -291,48 +291,6 @@ func run(ctx context.Context, c config) error {
 	}
 	return nil
 }
-
-// opSucceedStage completes operation pods of the benchmark's template a
-// second after kwok marks them Running.
-var opSucceedStage = `apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: kubemedic-bench-op-succeed
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-    - key: '.metadata.deletionTimestamp'
-      operator: 'DoesNotExist'
-    - key: '.status.phase'
-      operator: 'In'
-      values: ['Running']
-    - key: '.metadata.labels["kubemedic.io/template-name"]'
-      operator: 'In'
-      values: ['` + templateName + `']
-  delay:
-    durationMilliseconds: 1000
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
-        ready: false
-        restartCount: 0
-        started: false
-        state:
-          terminated:
-            exitCode: 0
-            finishedAt: {{ $now | Quote }}
-            reason: Completed
-            startedAt: {{ $now | Quote }}
-      {{ end }}
-      phase: Succeeded
-`
 
 // createPods creates perNode pods bound to each node with a bounded pool of
 // workers, in podNamespaces namespaces.
