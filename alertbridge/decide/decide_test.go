@@ -1,0 +1,234 @@
+package decide
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+
+func firing(fps ...string) []Alert {
+	var out []Alert
+	for _, fp := range fps {
+		out = append(out, Alert{Fingerprint: fp, Firing: true, Name: "node=" + fp})
+	}
+	return out
+}
+
+func resolvedAlerts(fps ...string) []Alert {
+	var out []Alert
+	for _, fp := range fps {
+		out = append(out, Alert{Fingerprint: fp, Name: "node=" + fp})
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	policy := Policy{AutoClose: true, ReopenWindow: time.Hour, IgnoreLabel: "kubemedic-ignore"}
+	open := Known{Exists: true, Number: 7, Open: true, Firing: []string{"a"}}
+	closedBy := func(reason string, ago time.Duration, labels ...string) Known {
+		return Known{Exists: true, Number: 7, StateReason: reason, ClosedAt: t0.Add(-ago), Labels: labels}
+	}
+	tests := []struct {
+		desc   string
+		known  Known
+		event  Event
+		policy Policy
+		want   Action
+		// wantComment is a substring of the comment; "" means no comment.
+		wantComment string
+	}{
+		{
+			desc:  "first fire files an issue",
+			event: Event{Alerts: firing("a")},
+			want:  Action{Kind: Fired, Create: true},
+		},
+		{
+			desc:  "a resolved group without an issue does nothing",
+			event: Event{Alerts: resolvedAlerts("a")},
+			want:  Action{Kind: None, Why: "resolved group without an issue"},
+		},
+		{
+			desc:  "repeat of the same firing set does nothing",
+			known: open,
+			event: Event{Alerts: firing("a")},
+			want:  Action{Kind: None},
+		},
+		{
+			desc:  "fingerprint order does not matter",
+			known: Known{Exists: true, Open: true, Firing: []string{"a", "b"}},
+			event: Event{Alerts: firing("b", "a")},
+			want:  Action{Kind: None},
+		},
+		{
+			desc:  "repeat of a resolved group does nothing",
+			known: Known{Exists: true, Open: false, ClosedAt: t0},
+			event: Event{Alerts: resolvedAlerts("a")},
+			want:  Action{Kind: None},
+		},
+		{
+			desc:        "resolve closes as completed with a comment",
+			known:       open,
+			event:       Event{Alerts: resolvedAlerts("a")},
+			want:        Action{Kind: Resolved, State: "closed", StateReason: ReasonCompleted, UpdateBody: true},
+			wantComment: "**Resolved**: all 1 alert of this group resolved. Closing.",
+		},
+		{
+			desc:        "resolve with the opt-out annotation comments but keeps the issue open",
+			known:       open,
+			event:       Event{Alerts: resolvedAlerts("a"), SkipAutoClose: true},
+			want:        Action{Kind: Resolved, UpdateBody: true, Why: "not closed: an alert has the annotation kubemedic_skip_auto_close"},
+			wantComment: "Not closed: an alert has the annotation kubemedic_skip_auto_close.",
+		},
+		{
+			desc:        "resolve with auto-close off keeps the issue open",
+			known:       open,
+			event:       Event{Alerts: resolvedAlerts("a")},
+			policy:      Policy{AutoClose: false, ReopenWindow: time.Hour},
+			want:        Action{Kind: Resolved, UpdateBody: true, Why: "not closed: auto-close is off"},
+			wantComment: "Not closed: auto-close is off.",
+		},
+		{
+			desc:        "resolve of an issue a human closed while firing comments only",
+			known:       Known{Exists: true, Number: 7, Firing: []string{"a"}, StateReason: ReasonNotPlanned, ClosedAt: t0},
+			event:       Event{Alerts: resolvedAlerts("a")},
+			want:        Action{Kind: Resolved, UpdateBody: true, Why: "issue already closed"},
+			wantComment: "**Resolved**",
+		},
+		{
+			desc:        "re-fire inside the window reopens",
+			known:       closedBy(ReasonCompleted, 30*time.Minute),
+			event:       Event{Alerts: firing("a"), Now: t0},
+			want:        Action{Kind: Refired, State: "open", UpdateBody: true},
+			wantComment: "**Re-fired**: 1 alert firing again: node=a (`a`). Reopening.",
+		},
+		{
+			desc:        "re-fire exactly at the window edge still reopens",
+			known:       closedBy(ReasonCompleted, time.Hour),
+			event:       Event{Alerts: firing("a"), Now: t0},
+			want:        Action{Kind: Refired, State: "open", UpdateBody: true},
+			wantComment: "Reopening.",
+		},
+		{
+			desc:  "re-fire after the window files a new issue linking the old one",
+			known: closedBy(ReasonCompleted, 2*time.Hour),
+			event: Event{Alerts: firing("a"), Now: t0},
+			want:  Action{Kind: Refired, Create: true, LinkTo: 7, Why: "closed 2h0m0s ago, beyond the reopen window of 1h0m0s"},
+		},
+		{
+			desc:   "a zero window never reopens",
+			known:  closedBy(ReasonCompleted, time.Second),
+			event:  Event{Alerts: firing("a"), Now: t0},
+			policy: Policy{AutoClose: true},
+			want:   Action{Kind: Refired, Create: true, LinkTo: 7, Why: "closed 1s ago, beyond the reopen window of 0s"},
+		},
+		{
+			desc:        "not planned inside the window is not reopened: a comment instead",
+			known:       closedBy(ReasonNotPlanned, 10*time.Minute),
+			event:       Event{Alerts: firing("a"), Now: t0},
+			want:        Action{Kind: Refired, UpdateBody: true, Why: "not reopened: closed as not planned"},
+			wantComment: "Not reopened: closed as not planned.",
+		},
+		{
+			desc:  "not planned past the window gets a new issue, the human's decision stands on the old one",
+			known: closedBy(ReasonNotPlanned, 3*time.Hour),
+			event: Event{Alerts: firing("a"), Now: t0},
+			want:  Action{Kind: Refired, Create: true, LinkTo: 7, Why: "closed 3h0m0s ago, beyond the reopen window of 1h0m0s"},
+		},
+		{
+			desc:        "the ignore label is never reopened, not even past the window",
+			known:       closedBy(ReasonCompleted, 30*24*time.Hour, "bug", "kubemedic-ignore"),
+			event:       Event{Alerts: firing("a"), Now: t0},
+			want:        Action{Kind: Refired, UpdateBody: true, Why: `not reopened: the issue has the label "kubemedic-ignore"`},
+			wantComment: `Not reopened: the issue has the label "kubemedic-ignore".`,
+		},
+		{
+			desc:        "re-fire on an issue kept open comments",
+			known:       Known{Exists: true, Number: 7, Open: true},
+			event:       Event{Alerts: firing("a"), Now: t0},
+			want:        Action{Kind: Refired, UpdateBody: true},
+			wantComment: "**Re-fired**",
+		},
+		{
+			desc:        "alerts joining and leaving the group",
+			known:       Known{Exists: true, Open: true, Firing: []string{"a", "b"}},
+			event:       Event{Alerts: append(firing("a", "c"), resolvedAlerts("b")...)},
+			want:        Action{Kind: AlertsChanged, UpdateBody: true},
+			wantComment: "**Alerts changed**: 1 alert started firing: node=c (`c`); 1 alert resolved: node=b (`b`). 2 alerts firing now.",
+		},
+		{
+			desc:        "more than five names are cut",
+			known:       Known{Exists: true, Open: true, Firing: []string{"a"}},
+			event:       Event{Alerts: firing("a", "b", "c", "d", "e", "f", "g", "h")},
+			want:        Action{Kind: AlertsChanged, UpdateBody: true},
+			wantComment: "and 2 more",
+		},
+		{
+			desc:  "an identical consecutive comment is suppressed",
+			known: Known{Exists: true, Number: 7, ClosedAt: t0.Add(-time.Minute), StateReason: ReasonNotPlanned, LastComment: digest(Refired, []string{"a"}, "not reopened: closed as not planned")},
+			event: Event{Alerts: firing("a"), Now: t0},
+			want:  Action{Kind: Refired, UpdateBody: true, Why: "not reopened: closed as not planned", Suppressed: true},
+		},
+		{
+			desc:        "the same kind with another firing set is not suppressed",
+			known:       Known{Exists: true, Number: 7, ClosedAt: t0.Add(-time.Minute), StateReason: ReasonNotPlanned, LastComment: digest(Refired, []string{"a"}, "not reopened: closed as not planned")},
+			event:       Event{Alerts: firing("a", "b"), Now: t0},
+			want:        Action{Kind: Refired, UpdateBody: true, Why: "not reopened: closed as not planned"},
+			wantComment: "2 alerts firing again",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			p := policy
+			if tc.policy != (Policy{}) {
+				p = tc.policy
+			}
+			got := Plan(tc.known, tc.event, p)
+			if tc.wantComment == "" {
+				assert.Empty(t, got.Comment)
+			} else {
+				assert.Contains(t, got.Comment, tc.wantComment)
+			}
+			assert.Equal(t, got.Comment != "" || got.Suppressed, got.CommentDigest != "", "a digest goes with every comment")
+			got.Comment, got.CommentDigest = "", ""
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestPlanCalls(t *testing.T) {
+	assert.Equal(t, 0, Action{}.Calls())
+	assert.Equal(t, 1, Action{Create: true}.Calls())
+	assert.Equal(t, 2, Action{Comment: "x", State: "closed", UpdateBody: true}.Calls())
+	assert.Equal(t, 1, Action{UpdateBody: true, Suppressed: true}.Calls())
+}
+
+func TestStormAllows(t *testing.T) {
+	times := func(ago ...time.Duration) []time.Time {
+		var out []time.Time
+		for _, a := range ago {
+			out = append(out, t0.Add(-a))
+		}
+		return out
+	}
+	tests := []struct {
+		desc    string
+		created []time.Time
+		max     int
+		want    bool
+	}{
+		{desc: "no issues yet", max: 2, want: true},
+		{desc: "below the limit", created: times(time.Minute), max: 2, want: true},
+		{desc: "at the limit", created: times(time.Minute, 2*time.Minute), max: 2, want: false},
+		{desc: "old issues leave the window", created: times(time.Minute, 10*time.Minute, 11*time.Minute), max: 2, want: true},
+		{desc: "an issue exactly one window old has left it", created: times(0, 10*time.Minute), max: 2, want: true},
+		{desc: "zero disables the guard", created: times(0, 0, 0), max: 0, want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			assert.Equal(t, tc.want, StormAllows(tc.created, t0, tc.max, 10*time.Minute))
+		})
+	}
+}

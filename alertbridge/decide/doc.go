@@ -1,0 +1,10 @@
+// Package decide holds the alertbridge's decisions as pure functions: given
+// what the bridge knows about a group's issue, the group's new state, the
+// policy and the time, which GitHub change (if any) one transition makes.
+//
+// It makes no GitHub calls, reads no clock and keeps no state; the bridge
+// acts on its answers. Every rule an on-call SRE relies on lives here and is
+// table-tested: the reopen window, never reopening an issue a human closed as
+// not planned or marked with the ignore label, auto-close and its opt-out,
+// the storm guard and the suppression of identical consecutive comments.
+package decide
