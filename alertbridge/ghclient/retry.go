@@ -1,0 +1,148 @@
+package ghclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+)
+
+// PermanentError is a GitHub call that can never succeed as it is: retrying
+// it would only repeat the failure. Status is the HTTP status, 0 when the
+// request was refused before it was sent.
+type PermanentError struct {
+	Endpoint string
+	Repo     string
+	Status   int
+	Reason   string
+	Err      error
+}
+
+func (e *PermanentError) Error() string {
+	return fmt.Sprintf("github %s %s: permanent failure (status %d, %s): %v", e.Endpoint, e.Repo, e.Status, e.Reason, e.Err)
+}
+
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// IsPermanent reports whether err is, or wraps, a *PermanentError.
+func IsPermanent(err error) bool {
+	var pe *PermanentError
+	return errors.As(err, &pe)
+}
+
+type endpointKey struct{}
+
+// attemptFunc makes one go-github call.
+type attemptFunc func(ctx context.Context, gh *github.Client) (*github.Response, error)
+
+// do runs call until it succeeds, fails permanently or ctx ends, waiting
+// between attempts as Classify decides. This is the only retry loop.
+func (c *client) do(ctx context.Context, endpoint, repo string, call attemptFunc) error {
+	ctx = context.WithValue(ctx, endpointKey{}, endpoint)
+	for attempt := 1; ; attempt++ {
+		if err := c.waitRateLimit(ctx, endpoint, repo); err != nil {
+			return fmt.Errorf("github %s %s: %w", endpoint, repo, err)
+		}
+		actx, cancel := context.WithTimeout(ctx, c.timeout)
+		resp, err := call(actx, c.github())
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("github %s %s: %w", endpoint, repo, ctx.Err())
+		}
+		var hr *http.Response
+		if resp != nil {
+			hr = resp.Response
+		}
+		now := c.clock.Now()
+		d := Classify(hr, err, attempt, now)
+		if hr == nil {
+			hr = responseOf(err)
+		}
+		status := 0
+		if hr != nil {
+			status = hr.StatusCode
+		}
+		switch {
+		case d.Permanent:
+			return &PermanentError{Endpoint: endpoint, Repo: repo, Status: status, Reason: d.Reason, Err: err}
+		case !d.Retry:
+			return fmt.Errorf("github %s %s: %w", endpoint, repo, err)
+		}
+
+		wait := d.After
+		if d.Jitter {
+			wait = jitter(min(wait, c.maxBackoff))
+		}
+		level := slog.LevelWarn
+		if d.Reason == ReasonRateLimited || d.Reason == ReasonSecondaryRateLimited || d.Reason == ReasonTooManyRequests {
+			level = slog.LevelInfo
+			c.holdUntil(now.Add(wait))
+		}
+		c.log.Log(ctx, level, "Retrying GitHub request", "endpoint", endpoint, "repo", repo,
+			"status", statusLabel(status), "reason", d.Reason, "wait", wait, "attempt", attempt, "err", err.Error())
+		if err := c.sleep(ctx, wait); err != nil {
+			return fmt.Errorf("github %s %s: waiting to retry after %s: %w", endpoint, repo, d.Reason, err)
+		}
+	}
+}
+
+// jitter returns a wait between d/2 and d ("equal jitter").
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// holdUntil keeps every call of this client from being sent before t.
+func (c *client) holdUntil(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.notBefore) {
+		c.notBefore = t
+	}
+}
+
+// waitRateLimit waits out a rate limit another call ran into.
+func (c *client) waitRateLimit(ctx context.Context, endpoint, repo string) error {
+	c.mu.Lock()
+	until := c.notBefore
+	c.mu.Unlock()
+	wait := until.Sub(c.clock.Now())
+	if wait <= 0 {
+		return ctx.Err()
+	}
+	c.log.Info("Waiting for GitHub rate limit", "endpoint", endpoint, "repo", repo, "wait", wait)
+	return c.sleep(ctx, wait)
+}
+
+func (c *client) sleep(ctx context.Context, d time.Duration) error {
+	if c.sleepFn != nil {
+		return c.sleepFn(ctx, d)
+	}
+	t := c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
+
+func statusLabel(status int) string {
+	if status == 0 {
+		return "error"
+	}
+	return strconv.Itoa(status)
+}

@@ -1,0 +1,17 @@
+// Package ghfake is an in-process stand-in for the parts of GitHub's REST API
+// that the alertbridge uses: issues, issue comments, labels, GitHub App
+// installation tokens and (only so tests can prove it is never used) issue
+// search. It serves real status codes, the JSON shapes go-github decodes, rate
+// limit headers and Link pagination, under both "/" and GitHub Enterprise's
+// "/api/v3/" prefix.
+//
+// Tests drive it like a person would (CloseIssue, AddLabel, SetTitle,
+// AddComment), inject faults (SetFault, FailNext, FailWrites, SetRateLimit)
+// and assert on what the client sent (Calls, CallCount). Human actions are not
+// recorded as calls; every HTTP request is, faults included.
+//
+// It must never be more lenient than GitHub where the bridge could depend on
+// it: unknown repositories are 404, missing titles and unknown state reasons
+// are 422, and bad credentials are 401. It keeps everything in memory and
+// must never be used outside tests.
+package ghfake

@@ -1,0 +1,255 @@
+package ghfake_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
+)
+
+const repo = "acme/gpu-alerts"
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (a answer) json(t *testing.T, v any) {
+	t.Helper()
+	require.NoError(t, json.Unmarshal(a.body, v), string(a.body))
+}
+
+func call(t *testing.T, method, url, body string, header ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return answer{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func newFake(t *testing.T) (*ghfake.Fake, *testingclock.FakeClock) {
+	t.Helper()
+	f := ghfake.New()
+	t.Cleanup(f.Close)
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	f.SetClock(clk)
+	f.AddRepo(repo)
+	return f, clk
+}
+
+func TestListPaginatesWithLinkHeader(t *testing.T) {
+	f, _ := newFake(t)
+	for range 75 {
+		f.AddIssue(repo, "t", "", "kubemedic")
+	}
+	f.AddIssue(repo, "unlabelled", "")
+
+	a := call(t, http.MethodGet, f.URL()+"repos/"+repo+"/issues?labels=kubemedic&per_page=30&page=2&direction=asc", "")
+	require.Equal(t, http.StatusOK, a.status)
+	var page []map[string]any
+	a.json(t, &page)
+	require.Len(t, page, 30)
+	require.EqualValues(t, 31, page[0]["number"])
+	link := a.header.Get("Link")
+	require.Contains(t, link, `page=3&per_page=30>; rel="next"`)
+	require.Contains(t, link, `page=3&per_page=30>; rel="last"`)
+	require.Contains(t, link, `page=1&per_page=30>; rel="prev"`)
+	require.Contains(t, link, `labels=kubemedic`)
+	require.Equal(t, "5000", a.header.Get("X-RateLimit-Limit"))
+	require.NotEmpty(t, a.header.Get("X-GitHub-Request-Id"))
+
+	a = call(t, http.MethodGet, f.URL()+"repos/"+repo+"/issues?labels=kubemedic&per_page=30&page=3", "")
+	a.json(t, &page)
+	require.Len(t, page, 15)
+	require.NotContains(t, a.header.Get("Link"), `rel="next"`)
+}
+
+func TestIssueShapeAsGoGitHubDecodes(t *testing.T) {
+	f, _ := newFake(t)
+	a := call(t, http.MethodPost, f.URL()+"repos/"+repo+"/issues",
+		`{"title":"GPU lost on node-7","body":"b","labels":["kubemedic","sev/2"],"assignees":["oncall"]}`)
+	require.Equal(t, http.StatusCreated, a.status, string(a.body))
+	var is map[string]any
+	a.json(t, &is)
+	require.EqualValues(t, 1, is["number"])
+	require.True(t, strings.HasPrefix(is["node_id"].(string), "I_kwDO"))
+	require.Equal(t, strings.TrimSuffix(f.URL(), "/")+"/"+repo+"/issues/1", is["html_url"])
+	require.Equal(t, "open", is["state"])
+	require.Nil(t, is["state_reason"])
+	require.Nil(t, is["closed_at"])
+	require.Equal(t, "2026-11-21T10:00:00Z", is["created_at"])
+	require.NotContains(t, is, "pull_request")
+	require.Equal(t, "kubemedic", is["labels"].([]any)[0].(map[string]any)["name"])
+	require.Equal(t, "oncall", is["assignees"].([]any)[0].(map[string]any)["login"])
+	require.Equal(t, []string{"kubemedic", "sev/2"}, f.Labels(repo), "labels are created on first use")
+}
+
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		desc          string
+		token         string
+		method, path  string
+		body          string
+		auth          string
+		wantStatus    int
+		wantInMessage string
+	}{
+		{desc: "unknown repo is 404", method: "GET", path: "repos/acme/nope/issues", wantStatus: 404, wantInMessage: "Not Found"},
+		{desc: "unknown issue is 404", method: "GET", path: "repos/" + repo + "/issues/99", wantStatus: 404, wantInMessage: "Not Found"},
+		{desc: "unknown route is 404", method: "DELETE", path: "repos/" + repo + "/issues", wantStatus: 404},
+		{desc: "missing token is 401", token: "s3cret", method: "GET", path: "repos/" + repo + "/issues", wantStatus: 401, wantInMessage: "Bad credentials"},
+		{desc: "wrong token is 401", token: "s3cret", auth: "token nope", method: "GET", path: "repos/" + repo + "/issues", wantStatus: 401, wantInMessage: "Bad credentials"},
+		{desc: "token scheme accepted", token: "s3cret", auth: "token s3cret", method: "GET", path: "repos/" + repo + "/issues", wantStatus: 200},
+		{desc: "bearer scheme accepted", token: "s3cret", auth: "Bearer s3cret", method: "GET", path: "repos/" + repo + "/issues", wantStatus: 200},
+		{desc: "empty title is 422", method: "POST", path: "repos/" + repo + "/issues", body: `{"title":""}`, wantStatus: 422, wantInMessage: "missing_field"},
+		{desc: "bad JSON is 400", method: "POST", path: "repos/" + repo + "/issues", body: `{`, wantStatus: 400, wantInMessage: "Problems parsing JSON"},
+		{desc: "bad state_reason is 422", method: "PATCH", path: "repos/" + repo + "/issues/1", body: `{"state":"closed","state_reason":"fixed"}`, wantStatus: 422, wantInMessage: "state_reason"},
+		{desc: "bad state is 422", method: "PATCH", path: "repos/" + repo + "/issues/1", body: `{"state":"done"}`, wantStatus: 422, wantInMessage: "state"},
+		{desc: "empty comment is 422", method: "POST", path: "repos/" + repo + "/issues/1/comments", body: `{"body":""}`, wantStatus: 422, wantInMessage: "missing_field"},
+		{desc: "duplicate label is 422", method: "POST", path: "repos/" + repo + "/labels", body: `{"name":"existing"}`, wantStatus: 422, wantInMessage: "already_exists"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			f, _ := newFake(t)
+			f.AddIssue(repo, "first", "", "existing")
+			f.SetToken(tc.token)
+			var hdr []string
+			if tc.auth != "" {
+				hdr = []string{"Authorization", tc.auth}
+			}
+			a := call(t, tc.method, f.URL()+tc.path, tc.body, hdr...)
+			require.Equal(t, tc.wantStatus, a.status, string(a.body))
+			require.Contains(t, string(a.body), tc.wantInMessage)
+			calls := f.Calls()
+			require.Len(t, calls, 1)
+			require.Equal(t, tc.wantStatus, calls[0].Status)
+		})
+	}
+}
+
+func TestCloseAndReopenSemantics(t *testing.T) {
+	f, clk := newFake(t)
+	n := f.AddIssue(repo, "t", "b", "kubemedic")
+	url := f.URL() + "repos/" + repo + "/issues/1"
+
+	clk.Step(time.Minute)
+	a := call(t, http.MethodPatch, url, `{"state":"closed"}`)
+	require.Equal(t, http.StatusOK, a.status, string(a.body))
+	is, _ := f.Issue(repo, n)
+	require.Equal(t, "closed", is.State)
+	require.Equal(t, "completed", is.StateReason, "closing defaults the reason")
+	require.Equal(t, clk.Now(), is.ClosedAt)
+
+	a = call(t, http.MethodPatch, url, `{"state":"open"}`)
+	require.Equal(t, http.StatusOK, a.status)
+	var got map[string]any
+	a.json(t, &got)
+	require.Equal(t, "reopened", got["state_reason"])
+	require.Nil(t, got["closed_at"])
+
+	a = call(t, http.MethodPatch, url, `{"state":"closed","state_reason":"not_planned"}`)
+	require.Equal(t, http.StatusOK, a.status)
+	is, _ = f.Issue(repo, n)
+	require.Equal(t, "not_planned", is.StateReason)
+
+	f.ReopenIssue(repo, n)
+	f.CloseIssue(repo, n, "")
+	f.SetTitle(repo, n, "renamed by a human")
+	f.AddLabel(repo, n, "triaged")
+	is, _ = f.Issue(repo, n)
+	require.Equal(t, "completed", is.StateReason)
+	require.Equal(t, "renamed by a human", is.Title)
+	require.Equal(t, []string{"kubemedic", "triaged"}, is.Labels)
+	require.Len(t, f.Calls(), 3, "human actions are not recorded as calls")
+}
+
+func TestListFilters(t *testing.T) {
+	f, clk := newFake(t)
+	f.AddIssue(repo, "open both", "", "a", "b")
+	clk.Step(time.Hour)
+	closed := f.AddIssue(repo, "closed both", "", "a", "b")
+	f.CloseIssue(repo, closed, "completed")
+	f.AddIssue(repo, "only a", "", "a")
+	f.AddPullRequest(repo, "a pull request", "a", "b")
+
+	titles := func(query string) []string {
+		var page []map[string]any
+		call(t, http.MethodGet, f.URL()+"repos/"+repo+"/issues?"+query, "").json(t, &page)
+		var out []string
+		for _, is := range page {
+			out = append(out, is["title"].(string))
+		}
+		return out
+	}
+	require.Equal(t, []string{"a pull request", "open both"}, titles("labels=a,b"), "open by default, newest first, pull requests included")
+	require.Equal(t, []string{"open both", "closed both", "a pull request"}, titles("labels=a,B&state=all&direction=asc"))
+	require.Equal(t, []string{"closed both"}, titles("labels=a&state=closed"))
+	require.Equal(t, []string{"a pull request", "only a", "closed both"}, titles("state=all&since=2026-11-21T11:00:00Z"))
+}
+
+func TestCommentsSinceAndPagination(t *testing.T) {
+	f, clk := newFake(t)
+	n := f.AddIssue(repo, "t", "")
+	f.AddComment(repo, n, "alice", "early")
+	clk.Step(time.Hour)
+	for range 3 {
+		f.AddComment(repo, n, "bob", "late")
+	}
+	var page []map[string]any
+	a := call(t, http.MethodGet, f.URL()+"repos/"+repo+"/issues/1/comments?since=2026-11-21T10:30:00Z&per_page=2", "")
+	a.json(t, &page)
+	require.Len(t, page, 2)
+	require.Equal(t, "late", page[0]["body"])
+	require.Contains(t, a.header.Get("Link"), `rel="next"`)
+
+	a = call(t, http.MethodPost, f.URL()+"repos/"+repo+"/issues/1/comments", `{"body":"from the bridge"}`)
+	require.Equal(t, http.StatusCreated, a.status)
+	require.Equal(t, []string{"early", "late", "late", "late", "from the bridge"}, f.Comments(repo, n))
+}
+
+func TestEnterprisePrefixSearchAndFaults(t *testing.T) {
+	f, clk := newFake(t)
+	a := call(t, http.MethodGet, f.EnterpriseURL()+"repos/"+repo+"/issues", "")
+	require.Equal(t, http.StatusOK, a.status)
+	a = call(t, http.MethodGet, f.URL()+"search/issues?q=label:kubemedic", "")
+	require.Equal(t, http.StatusOK, a.status)
+	require.Contains(t, string(a.body), `"total_count":0`)
+
+	f.FailWrites(1, http.StatusBadGateway, nil)
+	a = call(t, http.MethodPost, f.URL()+"repos/"+repo+"/issues", `{"title":"x"}`)
+	require.Equal(t, http.StatusBadGateway, a.status)
+	a = call(t, http.MethodPost, f.URL()+"repos/"+repo+"/issues", `{"title":"x"}`)
+	require.Equal(t, http.StatusCreated, a.status)
+
+	f.SetRateLimit(5000, 0, clk.Now().Add(time.Minute))
+	a = call(t, http.MethodGet, f.URL()+"repos/"+repo+"/issues", "")
+	require.Equal(t, http.StatusForbidden, a.status)
+	require.Equal(t, "0", a.header.Get("X-RateLimit-Remaining"))
+	clk.Step(time.Minute)
+	a = call(t, http.MethodGet, f.URL()+"repos/"+repo+"/issues", "")
+	require.Equal(t, http.StatusOK, a.status)
+	require.Equal(t, "4999", a.header.Get("X-RateLimit-Remaining"))
+
+	calls := f.Calls()
+	require.Equal(t, "/api/v3/repos/"+repo+"/issues", calls[0].RawPath)
+	require.Equal(t, "/repos/"+repo+"/issues", calls[0].Path)
+	require.Equal(t, 1, f.CallCount(http.MethodGet, "/search/"))
+	require.Equal(t, 2, f.CallCount(http.MethodPost, "/repos/*/*/issues"))
+	require.Equal(t, 0, f.CallCount(http.MethodPost, "/repos/*/*/issues/*"))
+	f.ResetCalls()
+	require.Empty(t, f.Calls())
+}
