@@ -150,10 +150,15 @@ func Plan(k Known, e Event, p Policy) Action {
 
 func resolved(k Known, e Event, p Policy) Action {
 	a := Action{Kind: Resolved, UpdateBody: true}
+	if !k.Open {
+		// Closed by a human while it fired: the alert table says it
+		// resolved; a comment on a closed issue is noise, most of all when
+		// it flaps on an issue closed as not planned.
+		a.Why = "issue already closed"
+		return a
+	}
 	text := fmt.Sprintf("**Resolved**: all %s of this group resolved.", plural(len(k.Firing), "alert"))
 	switch {
-	case !k.Open:
-		a.Why = "issue already closed"
 	case !p.AutoClose:
 		a.Why = "not closed: auto-close is off"
 	case e.SkipAutoClose:
@@ -162,7 +167,7 @@ func resolved(k Known, e Event, p Policy) Action {
 		a.State, a.StateReason = "closed", ReasonCompleted
 		text += " Closing."
 	}
-	if a.Why != "" && k.Open {
+	if a.Why != "" {
 		text += " " + capitalize(a.Why) + "."
 	}
 	return withComment(a, k, text, digest(Resolved, nil, a.Why))

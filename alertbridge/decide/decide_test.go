@@ -91,11 +91,10 @@ func TestPlan(t *testing.T) {
 			wantComment: "Not closed: auto-close is off.",
 		},
 		{
-			desc:        "resolve of an issue a human closed while firing comments only",
-			known:       Known{Exists: true, Number: 7, Firing: []string{"a"}, StateReason: ReasonNotPlanned, ClosedAt: t0},
-			event:       Event{Alerts: resolvedAlerts("a")},
-			want:        Action{Kind: Resolved, UpdateBody: true, Why: "issue already closed"},
-			wantComment: "**Resolved**",
+			desc:  "resolve of an issue a human closed while firing only updates the alert table",
+			known: Known{Exists: true, Number: 7, Firing: []string{"a"}, StateReason: ReasonNotPlanned, ClosedAt: t0},
+			event: Event{Alerts: resolvedAlerts("a")},
+			want:  Action{Kind: Resolved, UpdateBody: true, Why: "issue already closed"},
 		},
 		{
 			desc:        "re-fire inside the window reopens",

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/prometheus/alertmanager/template"
 )
@@ -65,14 +66,17 @@ func DecodeBytes(data []byte) (*Message, error) {
 		case errors.As(err, &se):
 			return nil, &Error{Msg: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, err)}
 		case errors.As(err, &te):
-			return nil, &Error{Field: te.Field, Msg: fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value)}
+			// The path runs through the embedded template.Data, which is
+			// no part of the JSON.
+			return nil, &Error{Field: strings.TrimPrefix(te.Field, "Data."), Msg: fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value)}
 		case errors.Is(err, io.EOF):
 			return nil, &Error{Msg: "empty body"}
 		default:
 			return nil, &Error{Msg: fmt.Sprintf("malformed JSON: %v", err)}
 		}
 	}
-	if dec.More() {
+	// dec.More would miss a stray ] or } after the object.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, &Error{Msg: "malformed JSON: data after the payload object"}
 	}
 	if err := m.Validate(); err != nil {

@@ -1,0 +1,208 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+
+	"github.com/kubemedic/kubemedic/alertbridge/config"
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
+	"github.com/kubemedic/kubemedic/alertbridge/journal"
+)
+
+// Options wire a Bridge.
+type Options struct {
+	Config  *config.Config
+	Journal *journal.Journal
+	GitHub  ghclient.Client
+	Auth    Auth
+	// MaxBodyBytes bounds a webhook body; larger ones get 413. Default 1 MiB.
+	MaxBodyBytes int64
+	// Workers apply transitions of different keys in parallel. Default 8.
+	Workers int
+	// RefreshInterval is how often the cache re-reads the bridge's issues
+	// that changed on GitHub (a human closed, labelled or reopened one).
+	// Default 30s.
+	RefreshInterval time.Duration
+	// RollupDelay gathers roll-up changes into one GitHub edit. Default 2s.
+	RollupDelay time.Duration
+	// Registry receives the metrics; Gatherer serves them on /metrics.
+	Registry prometheus.Registerer
+	Gatherer prometheus.Gatherer
+	Clock    clock.WithTicker
+	Log      *slog.Logger
+}
+
+// Bridge receives webhooks and applies them to GitHub.
+type Bridge struct {
+	cfg     *config.Config
+	journal *journal.Journal
+	gh      ghclient.Client
+	auth    *authenticator
+	opts    Options
+	clock   clock.WithTicker
+	log     *slog.Logger
+	metrics *metrics
+	queue   *keyQueue
+
+	// synced is set once the cache was rebuilt from GitHub; workers start then.
+	synced atomic.Bool
+
+	mu      sync.Mutex
+	byKey   map[string]*tracked    // key hash → the key's latest issue
+	created map[string][]time.Time // repo → creation times of the bridge's issues, for the storm guard
+	rollups map[string]*rollup     // repo → its open roll-up
+	// refreshedAt is when the last refresh listed issues, per repo.
+	refreshedAt map[string]time.Time
+
+	rollupKick chan struct{}
+}
+
+// New checks the options and builds a Bridge. It does not talk to GitHub;
+// Run does.
+func New(o Options) (*Bridge, error) {
+	if o.Config == nil || o.Journal == nil || o.GitHub == nil {
+		return nil, errors.New("bridge: config, journal and GitHub client are required")
+	}
+	if err := o.Auth.Validate(); err != nil {
+		return nil, err
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	if o.Workers <= 0 {
+		o.Workers = 8
+	}
+	if o.RefreshInterval <= 0 {
+		o.RefreshInterval = 30 * time.Second
+	}
+	if o.RollupDelay <= 0 {
+		o.RollupDelay = 2 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Registry == nil {
+		r := prometheus.NewRegistry()
+		o.Registry, o.Gatherer = r, r
+	}
+	b := &Bridge{
+		cfg: o.Config, journal: o.Journal, gh: o.GitHub, auth: newAuthenticator(o.Auth), opts: o,
+		clock: o.Clock, log: o.Log, queue: newKeyQueue(),
+		byKey: map[string]*tracked{}, created: map[string][]time.Time{}, rollups: map[string]*rollup{},
+		refreshedAt: map[string]time.Time{}, rollupKick: make(chan struct{}, 1),
+	}
+	b.metrics = newMetrics(o.Registry, func() float64 { return float64(b.journal.Len()) }, func() float64 {
+		t, ok := b.journal.Oldest()
+		if !ok {
+			return 0
+		}
+		return b.clock.Since(t).Seconds()
+	})
+	return b, nil
+}
+
+// Run rebuilds the key→issue cache from GitHub, queues what the journal
+// holds, and applies transitions until ctx ends. Webhooks are accepted (and
+// journaled) from the start; they are applied once the cache is rebuilt.
+func (b *Bridge) Run(ctx context.Context) error {
+	go b.queue.closeOnDone(ctx)
+	if err := b.rebuild(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while rebuilding
+		}
+		return err
+	}
+	if err := b.loadRollups(); err != nil {
+		return err
+	}
+	pending := b.journal.Pending()
+	for _, e := range pending {
+		b.queue.push(job{id: e.ID, key: e.Key, recovered: true})
+	}
+	b.synced.Store(true)
+	b.log.Info("Applying transitions", "pending", len(pending), "tracked", b.trackedCount(), "workers", b.opts.Workers)
+
+	var wg sync.WaitGroup
+	for range b.opts.Workers {
+		wg.Go(func() { b.work(ctx) })
+	}
+	wg.Go(func() { b.refreshLoop(ctx) })
+	wg.Go(func() { b.rollupLoop(ctx) })
+	wg.Wait()
+	return nil
+}
+
+// Handler serves /webhook, /healthz, /readyz and /metrics.
+func (b *Bridge) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/webhook", b.serveWebhook)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", b.serveReady)
+	mux.Handle("/metrics", promhttpHandler(b.opts.Gatherer))
+	return mux
+}
+
+func (b *Bridge) trackedCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.byKey)
+}
+
+// work takes one key at a time and applies its oldest transition.
+func (b *Bridge) work(ctx context.Context) {
+	for {
+		j, ok := b.queue.take()
+		if !ok {
+			return
+		}
+		err := b.process(ctx, j)
+		for backoff := time.Second; isTransient(err) && ctx.Err() == nil; backoff = min(2*backoff, time.Minute) {
+			// A local fault that may pass (the journal cannot be read right
+			// now): keep the entry and try again, in order.
+			b.log.Warn("Retrying transition", "entry", j.id, "key", j.key, "err", err, "after", backoff)
+			select {
+			case <-ctx.Done():
+			case <-b.clock.After(backoff):
+			}
+			err = b.process(ctx, j)
+		}
+		if err != nil && ctx.Err() != nil {
+			// Shutting down: the entry stays in the journal for the next start.
+			b.queue.release(j)
+			return
+		}
+		if err != nil {
+			// process retries transient errors itself; what comes back is
+			// permanent or a local fault. Drop it loudly, never loop on it.
+			b.log.Error("Dropping transition", "entry", j.id, "key", j.key, "err", err)
+		}
+		if derr := b.journal.Done(j.id); derr != nil {
+			b.log.Error("Removing applied journal entry", "entry", j.id, "err", derr)
+		}
+		b.queue.done(j)
+	}
+}
+
+// transientError is a local fault worth retrying, as opposed to a dropped
+// transition.
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
+
+func isTransient(err error) bool {
+	var te *transientError
+	return errors.As(err, &te)
+}

@@ -1,0 +1,335 @@
+package bridge_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/utils/clock"
+
+	"github.com/kubemedic/kubemedic/alertbridge/bridge"
+	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
+	"github.com/kubemedic/kubemedic/alertbridge/marker"
+)
+
+// skewClock is the real clock moved forward by a settable offset, so a test
+// can pass a reopen window without sleeping while tickers keep real time.
+type skewClock struct {
+	clock.RealClock
+	off atomic.Int64
+}
+
+func (c *skewClock) Now() time.Time                  { return c.RealClock.Now().Add(time.Duration(c.off.Load())) }
+func (c *skewClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *skewClock) Advance(d time.Duration)         { c.off.Add(int64(d)) }
+
+func withClock(c *skewClock) func(*bridge.Options) {
+	return func(o *bridge.Options) { o.Clock = c }
+}
+
+func onlyIssue(t *testing.T, f *ghfake.Fake, r string) ghfake.Issue {
+	t.Helper()
+	issues := f.Issues(r)
+	require.Len(t, issues, 1, "issues in %s", r)
+	return issues[0]
+}
+
+func TestLifecycle(t *testing.T) {
+	clk := &skewClock{}
+	e := newEnv(t, baseConfig, withClock(clk))
+	e.fake.SetClock(clk)
+
+	// Fire: one issue with the routed repo, labels, assignees and body.
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-7", false)))
+	e.settle()
+	is := onlyIssue(t, e.fake, repo)
+	assert.Equal(t, "open", is.State)
+	assert.Contains(t, is.Title, "KubemedicGPULost")
+	assert.Contains(t, is.Title, "gpu-7")
+	assert.Contains(t, is.Labels, "kubemedic-alert")
+	assert.Contains(t, is.Labels, "severity:critical")
+	assert.ElementsMatch(t, []string{"alice", "bob"}, is.Assignees)
+	assert.Contains(t, is.Body, "gpu-7")
+	assert.Contains(t, is.Body, "https://runbooks.example/gpu-lost")
+	assert.Contains(t, is.Body, "#/silences/new?filter=")
+	assert.Contains(t, is.Body, "fp-gpu-7")
+	_, st, ok, err := marker.Parse(is.Body)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, []string{"fp-gpu-7"}, st.Firing)
+
+	// Alertmanager repeats the group: nothing is written.
+	e.fake.ResetCalls()
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-7", false)))
+	e.settle()
+	assert.Zero(t, e.fake.CallCount("POST", "/repos/*")+e.fake.CallCount("PATCH", "/repos/*"), "a repeat writes nothing")
+
+	// A human retitles and relabels the issue: the bridge keeps their edits.
+	e.fake.SetTitle(repo, is.Number, "GPU 3 on gpu-7 is gone, RMA opened")
+	e.fake.AddLabel(repo, is.Number, "rma")
+
+	// Resolve: a comment, then closed as completed.
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-7", true)))
+	e.settle()
+	is = onlyIssue(t, e.fake, repo)
+	assert.Equal(t, "closed", is.State)
+	assert.Equal(t, "completed", is.StateReason)
+	comments := e.fake.Comments(repo, is.Number)
+	require.Len(t, comments, 1)
+	assert.Contains(t, comments[0], "**Resolved**")
+	assert.Equal(t, "GPU 3 on gpu-7 is gone, RMA opened", is.Title, "the human's title is kept")
+	assert.Contains(t, is.Labels, "rma", "the human's label is kept")
+
+	// Re-fire inside the window: reopened, with a comment.
+	clk.Advance(30 * time.Minute)
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-7", false)))
+	e.settle()
+	is = onlyIssue(t, e.fake, repo)
+	assert.Equal(t, "open", is.State)
+	comments = e.fake.Comments(repo, is.Number)
+	require.Len(t, comments, 2)
+	assert.Contains(t, comments[1], "Reopening")
+
+	// Resolve again, then re-fire after the window: a new issue linking the old.
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-7", true)))
+	e.settle()
+	clk.Advance(2 * time.Hour)
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-7", false)))
+	e.settle()
+	issues := e.fake.Issues(repo)
+	require.Len(t, issues, 2)
+	assert.Equal(t, "closed", issues[0].State)
+	assert.Equal(t, "open", issues[1].State)
+	assert.Contains(t, issues[1].Body, fmt.Sprintf("#%d", issues[0].Number))
+
+	assert.Equal(t, 2.0, e.metric("kubemedic_alertbridge_transitions_total", map[string]string{"kind": "resolved"}))
+	assert.Equal(t, 2.0, e.metric("kubemedic_alertbridge_transitions_total", map[string]string{"kind": "refired"}))
+	assert.Zero(t, e.fake.CallCount("", "/search/*"), "never the search API")
+}
+
+func TestRoutingToAnotherRepo(t *testing.T) {
+	e := newEnv(t, baseConfig, nil)
+	body := group("storage-oncall", map[string]string{"alertname": "KubemedicNFSMountUnhealthy", "node": "gpu-3", "team": "storage"},
+		alert{fp: "nfs-1"})
+	require.Equal(t, http.StatusOK, e.post(body))
+	e.settle()
+	is := onlyIssue(t, e.fake, storageRepo)
+	assert.Contains(t, is.Labels, "storage")
+	assert.Empty(t, is.Assignees, "the gpu team's rule does not match")
+	assert.Empty(t, e.fake.Issues(repo))
+}
+
+func TestNotPlannedIsNeverReopened(t *testing.T) {
+	e := newEnv(t, baseConfig, nil)
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-1", false)))
+	e.settle()
+	is := onlyIssue(t, e.fake, repo)
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-1", true)))
+	e.settle()
+	e.fake.ReopenIssue(repo, is.Number)
+	e.fake.CloseIssue(repo, is.Number, "not_planned")
+	waitRefresh(e)
+
+	// It flaps three times: one comment says it was not reopened; the
+	// identical ones after it are suppressed, and resolving a closed issue
+	// only updates its alert table.
+	for range 3 {
+		require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-1", false)))
+		e.settle()
+		require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-1", true)))
+		e.settle()
+	}
+	is = onlyIssue(t, e.fake, repo)
+	assert.Equal(t, "closed", is.State)
+	assert.Equal(t, "not_planned", is.StateReason)
+	var notReopened, resolved int
+	for _, c := range e.fake.Comments(repo, is.Number) {
+		if strings.Contains(c, "Not reopened: closed as not planned") {
+			notReopened++
+		}
+		if strings.Contains(c, "**Resolved**") {
+			resolved++
+		}
+	}
+	assert.Equal(t, 1, notReopened, "comments:\n%s", strings.Join(e.fake.Comments(repo, is.Number), "\n---\n"))
+	assert.Equal(t, 1, resolved, "only the resolve that closed the issue")
+}
+
+func TestIgnoreLabelIsNeverReopened(t *testing.T) {
+	clk := &skewClock{}
+	e := newEnv(t, baseConfig, withClock(clk))
+	e.fake.SetClock(clk)
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-2", false)))
+	e.settle()
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-2", true)))
+	e.settle()
+	is := onlyIssue(t, e.fake, repo)
+	e.fake.AddLabel(repo, is.Number, "kubemedic-ignore")
+	waitRefresh(e)
+
+	clk.Advance(48 * time.Hour) // past the window too: still no new issue
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-2", false)))
+	e.settle()
+	is = onlyIssue(t, e.fake, repo)
+	assert.Equal(t, "closed", is.State)
+	comments := e.fake.Comments(repo, is.Number)
+	require.NotEmpty(t, comments)
+	assert.Contains(t, comments[len(comments)-1], `Not reopened: the issue has the label "kubemedic-ignore"`)
+}
+
+// waitRefresh waits for two refresh passes of the bridge's cache.
+func waitRefresh(e *env) {
+	e.t.Helper()
+	n := e.fake.CallCount("GET", "/repos/*/*/issues")
+	require.Eventually(e.t, func() bool { return e.fake.CallCount("GET", "/repos/*/*/issues") >= n+2*len(e.cfg.Repos()) },
+		5*time.Second, 10*time.Millisecond)
+}
+
+func TestConcurrentDuplicatesFileOneIssue(t *testing.T) {
+	e := newEnv(t, baseConfig, nil)
+	var wg sync.WaitGroup
+	codes := make([]int, 10)
+	for i := range 10 {
+		wg.Go(func() { codes[i] = e.post(gpuLost("gpu-9", false)) })
+	}
+	wg.Wait()
+	for _, c := range codes {
+		assert.Equal(t, http.StatusOK, c)
+	}
+	e.settle()
+	onlyIssue(t, e.fake, repo)
+	assert.Equal(t, 1, e.fake.CallCount("POST", "/repos/acme/gpu-oncall/issues"))
+}
+
+func TestStormGuardRollsUp(t *testing.T) {
+	e := newEnv(t, baseConfig, nil)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range 300 {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			assert.Equal(t, http.StatusOK, e.post(gpuLost(fmt.Sprintf("node-%03d", i), false)))
+		})
+	}
+	wg.Wait()
+	e.settle()
+	var rollups, own []ghfake.Issue
+	require.Eventually(t, func() bool {
+		rollups, own = nil, nil
+		for _, is := range e.fake.Issues(repo) {
+			if k, _, _, _ := marker.Parse(is.Body); k == marker.RollupKey {
+				rollups = append(rollups, is)
+			} else {
+				own = append(own, is)
+			}
+		}
+		if len(rollups) != 1 {
+			return false
+		}
+		_, st, _, _ := marker.Parse(rollups[0].Body)
+		return len(st.Members) == 280
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Len(t, own, 20)
+	assert.Contains(t, rollups[0].Body, "**Firing: 280 · Resolved: 0**")
+	assert.Equal(t, 280.0, e.metric("kubemedic_alertbridge_storm_guard_activations_total", map[string]string{"repo": repo}))
+	assert.Less(t, e.fake.CallCount("", "/repos/acme/gpu-oncall/issues/*"), 30, "roll-up edits are gathered, not one per group")
+
+	// Everything resolves: the roll-up says so and closes.
+	for i := range 300 {
+		require.Equal(t, http.StatusOK, e.post(gpuLost(fmt.Sprintf("node-%03d", i), true)))
+	}
+	e.settle()
+	require.Eventually(t, func() bool {
+		is, _ := e.fake.Issue(repo, rollups[0].Number)
+		return is.State == "closed"
+	}, 10*time.Second, 20*time.Millisecond)
+	is, _ := e.fake.Issue(repo, rollups[0].Number)
+	assert.Contains(t, is.Body, "**Firing: 0 · Resolved: 280**")
+	for _, o := range own {
+		got, _ := e.fake.Issue(repo, o.Number)
+		assert.Equal(t, "closed", got.State, "issue #%d", o.Number)
+	}
+}
+
+func TestPermanentErrorIsDroppedNotRetried(t *testing.T) {
+	e := newEnv(t, strings.Replace(baseConfig, "acme/storage-oncall", "acme/gone", 1), nil)
+	body := group("storage-oncall", map[string]string{"alertname": "X", "team": "storage"}, alert{fp: "x1"})
+	require.Equal(t, http.StatusOK, e.post(body))
+	e.settle()
+	assert.Equal(t, 1, e.fake.CallCount("POST", "/repos/acme/gone/issues"), "a 404 is not retried")
+	assert.Equal(t, 1.0, e.metric("kubemedic_alertbridge_dropped_total", map[string]string{"reason": "github_404"}))
+	assert.Contains(t, e.logs.String(), "Dropping transition")
+}
+
+func TestCrashAfterCommentDoesNotRepeatIt(t *testing.T) {
+	e := newEnv(t, baseConfig, nil)
+	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-4", false)))
+	e.settle()
+	is := onlyIssue(t, e.fake, repo)
+	e.stop()
+
+	// The resolve was recorded and its comment posted, then the process died
+	// before the edit: the journal still holds the entry.
+	j := mustOpenJournal(t, e)
+	entry, err := j.Append(keyHashOf(t, e, gpuLost("gpu-4", true)), gpuLost("gpu-4", true), time.Now())
+	require.NoError(t, err)
+	require.NoError(t, j.Close())
+	e.fake.AddComment(repo, is.Number, "kubemedic-bot", "**Resolved**: all 1 alert of this group resolved. Closing."+marker.Transition(entry.ID))
+
+	e.start()
+	e.settle()
+	is = onlyIssue(t, e.fake, repo)
+	assert.Equal(t, "closed", is.State, "the edit the crash interrupted is applied")
+	assert.Len(t, e.fake.Comments(repo, is.Number), 1, "the comment is not posted twice")
+}
+
+func TestRestartMidBacklogWithGitHubErrors(t *testing.T) {
+	e := newEnv(t, baseConfig, nil)
+	// GitHub fails writes: first 502s, then 429s asking to wait.
+	var writes atomic.Int64
+	e.fake.SetFault(func(r *http.Request) *ghfake.Fault {
+		if r.Method == http.MethodGet {
+			return nil
+		}
+		switch n := writes.Add(1); {
+		case n <= 15:
+			return &ghfake.Fault{Status: http.StatusBadGateway, Body: "bad gateway"}
+		case n <= 30:
+			return &ghfake.Fault{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}, Body: `{"message":"slow down"}`}
+		}
+		return nil
+	})
+	for i := range 10 {
+		require.Equal(t, http.StatusOK, e.post(gpuLost(fmt.Sprintf("n%d", i), false)))
+	}
+	for i := range 10 {
+		if i%2 == 0 {
+			require.Equal(t, http.StatusOK, e.post(gpuLost(fmt.Sprintf("n%d", i), true)))
+		}
+	}
+	require.Eventually(t, func() bool { return writes.Load() > 20 }, 20*time.Second, 10*time.Millisecond)
+	require.NotZero(t, e.journal.Len(), "still a backlog when the bridge restarts")
+	e.restart()
+	e.settle()
+
+	issues := e.fake.Issues(repo)
+	require.Len(t, issues, 10, "no duplicates, none lost")
+	for _, is := range issues {
+		i := strings.TrimPrefix(strings.Fields(is.Title)[len(strings.Fields(is.Title))-1], "n")
+		want := "open"
+		if i == "0" || i == "2" || i == "4" || i == "6" || i == "8" {
+			want = "closed"
+		}
+		assert.Equal(t, want, is.State, "issue %q", is.Title)
+		if want == "closed" {
+			assert.Len(t, e.fake.Comments(repo, is.Number), 1, "one resolve comment on %q", is.Title)
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package bridge
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the bridge's own; the GitHub call metrics live in ghclient.
+type metrics struct {
+	webhooks    *prometheus.CounterVec
+	latency     prometheus.Histogram
+	transitions *prometheus.CounterVec
+	storm       *prometheus.CounterVec
+	dropped     *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, depth, age func() float64) *metrics {
+	m := &metrics{
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_alertbridge_webhooks_total",
+			Help: "Webhook requests by HTTP status code.",
+		}, []string{"code"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kubemedic_alertbridge_webhook_duration_seconds",
+			Help:    "Time from a webhook request to its answer, the durable journal write included.",
+			Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5},
+		}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_alertbridge_transitions_total",
+			Help: "Alert group transitions applied to GitHub, by kind (fired, resolved, refired, alerts_changed, rollup).",
+		}, []string{"kind"}),
+		storm: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_alertbridge_storm_guard_activations_total",
+			Help: "Alert groups the storm guard sent to a roll-up issue instead of a new issue, by repository.",
+		}, []string{"repo"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_alertbridge_dropped_total",
+			Help: "Transitions given up, by reason (a permanent GitHub error such as github_404 or github_422, render, payload).",
+		}, []string{"reason"}),
+	}
+	reg.MustRegister(m.webhooks, m.latency, m.transitions, m.storm, m.dropped,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kubemedic_alertbridge_queue_depth",
+			Help: "Webhooks recorded in the journal and not yet applied to GitHub.",
+		}, depth),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kubemedic_alertbridge_queue_oldest_age_seconds",
+			Help: "Age of the oldest webhook not yet applied to GitHub; 0 when the queue is empty.",
+		}, age),
+	)
+	return m
+}

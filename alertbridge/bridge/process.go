@@ -1,0 +1,230 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/kubemedic/kubemedic/alertbridge/decide"
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
+	"github.com/kubemedic/kubemedic/alertbridge/journal"
+	"github.com/kubemedic/kubemedic/alertbridge/marker"
+	"github.com/kubemedic/kubemedic/alertbridge/payload"
+	"github.com/kubemedic/kubemedic/alertbridge/render"
+)
+
+// process applies one journal entry. It returns nil when the entry is
+// applied (or needed nothing), ctx's error when shutting down, and another
+// error when the entry was dropped (counted in the dropped metric).
+func (b *Bridge) process(ctx context.Context, j job) error {
+	e, err := b.journal.Load(j.id)
+	switch {
+	case errors.Is(err, journal.ErrNotFound):
+		return nil // already done
+	case errors.Is(err, journal.ErrCorrupt):
+		// Load moved it to corrupt/ and logged it: an SRE can still read it.
+		b.metrics.dropped.WithLabelValues("journal_corrupt").Inc()
+		return fmt.Errorf("load journal entry: %w", err)
+	case err != nil:
+		return &transientError{fmt.Errorf("load journal entry: %w", err)}
+	}
+	msg, err := payload.DecodeBytes(e.Payload)
+	if err != nil {
+		b.metrics.dropped.WithLabelValues("payload").Inc()
+		return err
+	}
+	iss, err := render.Render(b.cfg, msg)
+	if err != nil {
+		b.metrics.dropped.WithLabelValues("render").Inc()
+		return fmt.Errorf("render issue: %w", err)
+	}
+	log := b.log.With("entry", e.ID, "key", j.key, "receiver", msg.Receiver)
+	cur := b.get(j.key)
+	if cur != nil && !cur.inRollup && cur.state.Applied == e.ID {
+		log.Info("Transition already applied", "repo", cur.repo, "issue", cur.number)
+		return nil
+	}
+	now := b.clock.Now()
+	ev := event(msg, iss, now)
+
+	if cur != nil && cur.inRollup && b.inOpenRollup(cur.repo, j.key) {
+		return b.toRollup(ctx, log, cur.repo, j.key, iss, ev)
+	}
+	act := decide.Plan(cur.known(), ev, decide.Policy{
+		AutoClose: b.cfg.AutoClose, ReopenWindow: b.cfg.ReopenWindow, IgnoreLabel: b.cfg.IgnoreLabel,
+	})
+	if act.Kind == decide.None {
+		log.Debug("No transition", "why", act.Why)
+		return nil
+	}
+	if act.Create {
+		repo := iss.Repo.String()
+		if !b.stormAllows(repo, now) {
+			b.metrics.storm.WithLabelValues(repo).Inc()
+			log.Warn("Storm guard: adding the group to the roll-up issue instead of a new issue", "repo", repo,
+				"limit", b.cfg.StormGuard.MaxNewIssues, "window", b.cfg.StormGuard.Window)
+			return b.toRollup(ctx, log, repo, j.key, iss, ev)
+		}
+		err := b.create(ctx, log, j, e.ID, iss, ev, act)
+		if err != nil {
+			b.unreserve(repo, now)
+		}
+		return b.outcome(act.Kind, err)
+	}
+	return b.outcome(act.Kind, b.update(ctx, log, j, e, cur, iss, ev, act))
+}
+
+// outcome counts an applied transition or a dropped one.
+func (b *Bridge) outcome(kind decide.Kind, err error) error {
+	switch {
+	case err == nil:
+		b.metrics.transitions.WithLabelValues(string(kind)).Inc()
+	case ghclient.IsPermanent(err):
+		var pe *ghclient.PermanentError
+		reason := "github"
+		if errors.As(err, &pe) {
+			reason = fmt.Sprintf("github_%d", pe.Status)
+		}
+		b.metrics.dropped.WithLabelValues(reason).Inc()
+	}
+	return err
+}
+
+type journalEntry = journal.Entry
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// event turns a payload into the decision's view of it.
+func event(msg *payload.Message, iss *render.Issue, now time.Time) decide.Event {
+	ev := decide.Event{SkipAutoClose: iss.SkipAutoClose, Now: now}
+	for _, a := range msg.Alerts {
+		ev.Alerts = append(ev.Alerts, decide.Alert{
+			Fingerprint: a.Fingerprint, Firing: a.Status == payload.StatusFiring,
+			Name: alertName(a.Labels, msg.CommonLabels),
+		})
+	}
+	return ev
+}
+
+// alertName is the labels that tell an alert apart from the rest of its group.
+func alertName(labels, common map[string]string) string {
+	var parts []string
+	for _, k := range sortedKeys(labels) {
+		if _, same := common[k]; same {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s=%q", k, labels[k]))
+	}
+	if len(parts) == 0 {
+		return labels["alertname"]
+	}
+	return strings.Join(parts, ",")
+}
+
+func (b *Bridge) create(ctx context.Context, log *slog.Logger, j job, id string, iss *render.Issue, ev decide.Event, act decide.Action) error {
+	body := iss.Body
+	if act.LinkTo > 0 {
+		body = fmt.Sprintf("Fired again after the reopen window; previous occurrence: #%d.\n\n%s", act.LinkTo, body)
+	}
+	body, err := marker.Append(body, iss.KeyHash, marker.State{Firing: ev.Firing(), Applied: id})
+	if err != nil {
+		return err
+	}
+	repo := iss.Repo.String()
+	log.Info("Filing issue", "repo", repo, "title", iss.Title, "links", act.LinkTo)
+	is, err := b.gh.CreateIssue(ctx, repo, ghclient.NewIssue{Title: iss.Title, Body: body, Labels: iss.Labels, Assignees: iss.Assignees})
+	if err != nil {
+		return fmt.Errorf("create issue in %s: %w", repo, err)
+	}
+	_, t, _, err := trackedFrom(is)
+	if err != nil || t == nil {
+		return fmt.Errorf("created issue %s#%d has no readable marker: %v", repo, is.Number, err)
+	}
+	t.wroteAt = b.clock.Now()
+	b.put(j.key, t)
+	return nil
+}
+
+func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalEntry, cur *tracked, iss *render.Issue, ev decide.Event, act decide.Action) error {
+	st := cur.state
+	st.Firing, st.Applied = ev.Firing(), e.ID
+	if act.CommentDigest != "" {
+		st.LastComment = act.CommentDigest
+	}
+	if act.Comment != "" {
+		posted := false
+		if j.recovered {
+			// The comment may have been posted before a crash.
+			var err error
+			if posted, err = b.commentPosted(ctx, cur, e); err != nil {
+				return err
+			}
+		}
+		if !posted {
+			log.Info("Commenting", "repo", cur.repo, "issue", cur.number, "transition", act.Kind, "why", act.Why)
+			if err := b.gh.CreateComment(ctx, cur.repo, cur.number, act.Comment+marker.Transition(e.ID)); err != nil {
+				b.forgetIfGone(j.key, cur, err)
+				return fmt.Errorf("comment on %s#%d: %w", cur.repo, cur.number, err)
+			}
+		}
+	}
+	body, err := marker.Append(iss.Body, iss.KeyHash, st)
+	if err != nil {
+		return err
+	}
+	edit := ghclient.Edit{Body: &body}
+	if act.State != "" {
+		edit.State = &act.State
+		if act.StateReason != "" {
+			edit.StateReason = &act.StateReason
+		}
+	}
+	log.Info("Updating issue", "repo", cur.repo, "issue", cur.number, "transition", act.Kind, "state", act.State)
+	is, err := b.gh.EditIssue(ctx, cur.repo, cur.number, edit)
+	if err != nil {
+		b.forgetIfGone(j.key, cur, err)
+		return fmt.Errorf("edit %s#%d: %w", cur.repo, cur.number, err)
+	}
+	_, t, _, err := trackedFrom(is)
+	if err != nil || t == nil {
+		return fmt.Errorf("edited issue %s#%d has no readable marker: %v", cur.repo, is.Number, err)
+	}
+	t.wroteAt = b.clock.Now()
+	b.put(j.key, t)
+	return nil
+}
+
+// commentPosted looks for the transition mark of entry e among the comments
+// made since it was received.
+func (b *Bridge) commentPosted(ctx context.Context, cur *tracked, e journalEntry) (bool, error) {
+	comments, err := b.gh.ListComments(ctx, cur.repo, cur.number, e.Received.Add(-time.Minute))
+	if err != nil {
+		return false, fmt.Errorf("list comments of %s#%d: %w", cur.repo, cur.number, err)
+	}
+	for _, c := range comments {
+		if marker.HasTransition(c.Body, e.ID) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// forgetIfGone drops the cache entry of an issue GitHub no longer has (deleted,
+// transferred, or its repository gone), so the next firing files a new one.
+func (b *Bridge) forgetIfGone(key string, cur *tracked, err error) {
+	var pe *ghclient.PermanentError
+	if errors.As(err, &pe) && (pe.Status == 404 || pe.Status == 410) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if t := b.byKey[key]; t != nil && t.repo == cur.repo && t.number == cur.number {
+			delete(b.byKey, key)
+		}
+	}
+}

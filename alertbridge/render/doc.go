@@ -1,0 +1,11 @@
+// Package render turns one Alertmanager alert group into the GitHub issue
+// the bridge files for it: repository, dedupe key, title, body, labels and
+// assignees, from the config's routes and templates or the defaults here.
+//
+// It is pure: no network, no clock, no GitHub. What must hold: the same
+// group always renders the same key (so it always finds the same issue);
+// the default key is the receiver and the sorted group labels, never
+// Alertmanager's groupKey, which changes when the route tree does; titles,
+// bodies and labels always fit GitHub's limits; the body carries no hidden
+// marker (the bridge appends its own).
+package render
