@@ -304,8 +304,9 @@ func TestRemediatorPodSpec(t *testing.T) {
 	require.ElementsMatch(t, []string{"Deployment", "Service", "PodDisruptionBudget"}, kinds)
 }
 
-// TestManifestsApply renders deploy/remediator, and deploy (remediator and
-// node-problem-detector together), with kustomize and applies them to a
+// TestManifestsApply renders deploy/remediator, deploy/alertbridge, and
+// deploy (remediator, node-problem-detector and alertbridge together), with
+// kustomize and applies them to a
 // real API server in server-side dry-run mode, which runs the API's own
 // validation: the CRDs' schemas and CEL rules on the NodeOperationTemplates,
 // the Deployment, Service, PodDisruptionBudget and RBAC.
@@ -343,16 +344,25 @@ func TestManifestsApply(t *testing.T) {
 		"DaemonSet/kubemedic-npd",
 		"ConfigMap/kubemedic-npd-config-", // a name prefix: kustomize appends a hash
 	}
+	alertbridge := []string{
+		"ServiceAccount/kubemedic-alertbridge",
+		"PersistentVolumeClaim/kubemedic-alertbridge-state",
+		"Deployment/kubemedic-alertbridge",
+		"Service/kubemedic-alertbridge",
+		"ConfigMap/kubemedic-alertbridge-config-",
+	}
 	for _, tc := range []struct {
-		dir  string
-		want []string
+		dir        string
+		want       []string
+		namespaces int // Namespace objects: only deploy/remediator makes one
 	}{
-		{"deploy/remediator", remediator},
-		{"deploy", slices.Concat(remediator, npd)},
+		{"deploy/remediator", remediator, 1},
+		{"deploy/alertbridge", alertbridge, 0},
+		{"deploy", slices.Concat(remediator, npd, alertbridge), 1},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			rendered := kustomize(t, kubectl, tc.dir)
-			checkRendered(t, rendered)
+			checkRendered(t, rendered, tc.namespaces)
 
 			for _, mode := range [][]string{{}, {"--server-side"}} {
 				args := slices.Concat([]string{"--kubeconfig", env.Kubeconfig, "apply", "--dry-run=server", "-o", "yaml"}, mode, []string{"-f", "-"})
@@ -390,10 +400,10 @@ func TestManifestsApply(t *testing.T) {
 	}
 }
 
-// checkRendered checks a kustomize output: one Namespace object, every
+// checkRendered checks a kustomize output: wantNamespaces Namespace objects, every
 // namespaced kubemedic object in kubemedic-system, cluster-scoped ones in
 // none, and no wildcard in any role.
-func checkRendered(t *testing.T, rendered []byte) {
+func checkRendered(t *testing.T, rendered []byte, wantNamespaces int) {
 	t.Helper()
 	docs := splitDocs(t, "kustomize output", rendered)
 	clusterScoped := map[string]bool{
@@ -432,7 +442,7 @@ func checkRendered(t *testing.T, rendered []byte) {
 			flattenRules(t, r.Rules)
 		}
 	}
-	require.Equal(t, 1, namespaces, "one Namespace object")
+	require.Equal(t, wantNamespaces, namespaces, "Namespace objects")
 }
 
 // TestInstallFresh installs kubemedic the documented way on an API server

@@ -65,6 +65,7 @@ runs a local demo cluster of simulated GPU nodes.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newPolicyCommand(stdout, stderr), newDemoCommand(stdout, stderr))
+	root.AddCommand(newAlertbridgeCommand(stdout, stderr))
 	return root
 }
 
