@@ -27,7 +27,9 @@ type ServeConfig struct {
 	GitHubAuth   ghclient.Auth
 	MaxBodyBytes int64
 	DryRun       bool
-	Log          *slog.Logger
+	// RefreshInterval is how often issues changed on GitHub are re-read.
+	RefreshInterval time.Duration
+	Log             *slog.Logger
 	// Ready, when set, receives the listener's address once it accepts.
 	Ready chan<- string
 }
@@ -74,7 +76,7 @@ func Serve(ctx context.Context, sc ServeConfig) error {
 		gh = ghclient.NewDryRun(log, gh)
 	}
 	b, err := New(Options{Config: cfg, Journal: j, GitHub: gh, Auth: sc.Auth, MaxBodyBytes: sc.MaxBodyBytes,
-		Registry: reg, Gatherer: reg, Log: log})
+		RefreshInterval: sc.RefreshInterval, Registry: reg, Gatherer: reg, Log: log})
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,7 @@ func StartAlertmanager(tb testing.TB, configYAML string) *Alertmanager {
 		"--config.file="+cfg,
 		"--storage.path="+filepath.Join(dir, "data"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
+		fmt.Sprintf("--web.external-url=http://127.0.0.1:%d", port),
 		"--cluster.listen-address=", // no gossip: one instance, no port 9094
 		"--log.level=debug",
 	)
