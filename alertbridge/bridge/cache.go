@@ -22,8 +22,8 @@ type tracked struct {
 	updatedAt   time.Time
 	// wroteAt is when the bridge's last write of the issue returned.
 	wroteAt time.Time
-	labels      []string
-	state       marker.State
+	labels  []string
+	state   marker.State
 	// inRollup: the key has no issue of its own; it is a member of its
 	// repository's roll-up issue.
 	inRollup bool

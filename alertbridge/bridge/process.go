@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
