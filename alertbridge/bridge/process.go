@@ -158,6 +158,7 @@ func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalE
 	if act.CommentDigest != "" {
 		st.LastComment = act.CommentDigest
 	}
+	comment := ""
 	if act.Comment != "" {
 		posted := false
 		if j.recovered {
@@ -168,11 +169,7 @@ func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalE
 			}
 		}
 		if !posted {
-			log.Info("Commenting", "repo", cur.repo, "issue", cur.number, "transition", act.Kind, "why", act.Why)
-			if err := b.gh.CreateComment(ctx, cur.repo, cur.number, act.Comment+marker.Transition(e.ID)); err != nil {
-				b.forgetIfGone(j.key, cur, err)
-				return fmt.Errorf("comment on %s#%d: %w", cur.repo, cur.number, err)
-			}
+			comment = act.Comment + marker.Transition(e.ID)
 		}
 	}
 	body, err := marker.Append(iss.Body, iss.KeyHash, st)
@@ -186,11 +183,24 @@ func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalE
 			edit.StateReason = &act.StateReason
 		}
 	}
-	log.Info("Updating issue", "repo", cur.repo, "issue", cur.number, "transition", act.Kind, "state", act.State)
-	is, err := b.gh.EditIssue(ctx, cur.repo, cur.number, edit)
+	log.Info("Updating issue", "repo", cur.repo, "issue", cur.number, "transition", act.Kind, "state", act.State,
+		"comment", comment != "", "why", act.Why)
+	var is ghclient.Issue
+	if comment != "" && cur.nodeID != "" {
+		// One GraphQL request: the edit, then the comment.
+		is, err = b.gh.Transition(ctx, cur.repo, cur.number, cur.nodeID, edit, comment)
+	} else {
+		if comment != "" {
+			if err := b.gh.CreateComment(ctx, cur.repo, cur.number, comment); err != nil {
+				b.forgetIfGone(j.key, cur, err)
+				return fmt.Errorf("comment on %s#%d: %w", cur.repo, cur.number, err)
+			}
+		}
+		is, err = b.gh.EditIssue(ctx, cur.repo, cur.number, edit)
+	}
 	if err != nil {
 		b.forgetIfGone(j.key, cur, err)
-		return fmt.Errorf("edit %s#%d: %w", cur.repo, cur.number, err)
+		return fmt.Errorf("update %s#%d: %w", cur.repo, cur.number, err)
 	}
 	_, t, _, err := trackedFrom(is)
 	if err != nil || t == nil {

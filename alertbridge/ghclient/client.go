@@ -89,6 +89,9 @@ type Client interface {
 	EditIssue(ctx context.Context, repo string, number int, e Edit) (Issue, error)
 	// CreateComment comments on an issue.
 	CreateComment(ctx context.Context, repo string, number int, body string) error
+	// Transition applies an edit and then posts a comment on one issue in
+	// one GraphQL request (one call instead of two); see client.Transition.
+	Transition(ctx context.Context, repo string, number int, nodeID string, e Edit, comment string) (Issue, error)
 	// ListComments lists comments updated at or after since (GitHub's since
 	// parameter; zero lists all), following pagination.
 	ListComments(ctx context.Context, repo string, number int, since time.Time) ([]Comment, error)

@@ -203,3 +203,33 @@ func cloneIssue(is Issue) Issue {
 	is.Assignees = slices.Clone(is.Assignees)
 	return is
 }
+
+// Transition logs the GraphQL document the real client would send, then
+// applies it to the dry run's own view like EditIssue and CreateComment.
+func (d *dryRun) Transition(ctx context.Context, repo string, number int, nodeID string, e Edit, comment string) (Issue, error) {
+	if _, _, err := splitRepo(EndpointTransition, repo); err != nil {
+		return Issue{}, err
+	}
+	query, vars := transitionDocument(nodeID, e, comment)
+	if err := d.wouldCall(ctx, http.MethodPost, "/graphql", map[string]any{"query": query, "variables": vars}); err != nil {
+		return Issue{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := issueKey{repo, number}
+	w, ok := d.written[k]
+	if !ok {
+		base, seen := d.seen[k]
+		if !seen {
+			base = Issue{Repo: repo, Number: number, NodeID: nodeID, State: issueStateOpen}
+		}
+		w = &base
+		d.written[k] = w
+	}
+	applyEdit(w, e, time.Now().UTC())
+	if comment != "" {
+		d.comments[k] = append(d.comments[k], Comment{ID: d.nextCommentID, Body: comment, CreatedAt: time.Now().UTC()})
+		d.nextCommentID++
+	}
+	return cloneIssue(*w), nil
+}

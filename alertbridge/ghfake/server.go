@@ -154,6 +154,9 @@ func (f *Fake) handle(r *http.Request, apiPath, prefix string, body []byte, now 
 	if len(parts) == 2 && parts[0] == "search" && parts[1] == "issues" && r.Method == http.MethodGet {
 		return jsonResponse(http.StatusOK, map[string]any{"total_count": 0, "incomplete_results": false, "items": []any{}})
 	}
+	if apiPath == "/graphql" || apiPath == "/api/graphql" {
+		return f.graphql(r, prefix, body, now)
+	}
 	if len(parts) < 4 || parts[0] != "repos" {
 		return notFound()
 	}
