@@ -12,7 +12,7 @@ STATICCHECK    := $(TOOLS_DIR)/staticcheck-$(STATICCHECK_VERSION)
 
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build test unit testbin generate lint bench bench-detect bench-remediator fuzz demo tools clean-testbin help
+.PHONY: all build test unit testbin generate lint bench bench-detect bench-remediator bench-alertbridge fuzz demo tools clean-testbin help
 
 all: build
 
@@ -49,6 +49,9 @@ bench-detect: ## Time whole kubemedic-detect invocations against hand-written sh
 
 bench-remediator: testbin ## Measure the remediator at 5,000 kwok nodes and 100,000 pods: decision latency, peak RSS, API requests (ARGS="-steady 60s -nodes 500")
 	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" go run ./test/scale/remediator $(ARGS)
+
+bench-alertbridge: ## 1,000 alert groups fire, resolve and re-fire through the alertbridge: GitHub calls per transition, webhook ack latency
+	go run ./test/scale/alertbridge $(ARGS)
 
 FUZZTIME ?= 2m
 fuzz: ## Run every fuzz target for FUZZTIME each (CI runs only their seed corpora, in make test)
