@@ -154,9 +154,9 @@ func TestAuthenticatorRotation(t *testing.T) {
 // the error must never carry the secret.
 func TestAuthenticatorUnreadableFiles(t *testing.T) {
 	type setup struct {
-		auth  Auth
-		break_ func(t *testing.T)
-		req   *http.Request
+		auth    Auth
+		breakIt func(t *testing.T)
+		req     *http.Request
 	}
 	tests := []struct {
 		desc string
@@ -166,19 +166,19 @@ func TestAuthenticatorUnreadableFiles(t *testing.T) {
 			f := filepath.Join(dir, "token")
 			writeSecret(t, f, "tok-secret-value")
 			return setup{auth: Auth{BearerTokenFile: f}, req: requestWith("Bearer tok-secret-value"),
-				break_: func(t *testing.T) { require.NoError(t, os.Remove(f)) }}
+				breakIt: func(t *testing.T) { require.NoError(t, os.Remove(f)) }}
 		}},
 		{desc: "bearer file emptied", make: func(t *testing.T, dir string) setup {
 			f := filepath.Join(dir, "token")
 			writeSecret(t, f, "tok-secret-value")
 			return setup{auth: Auth{BearerTokenFile: f}, req: requestWith("Bearer tok-secret-value"),
-				break_: func(t *testing.T) { writeSecret(t, f, "\n") }}
+				breakIt: func(t *testing.T) { writeSecret(t, f, "\n") }}
 		}},
 		{desc: "bearer path becomes a directory", make: func(t *testing.T, dir string) setup {
 			f := filepath.Join(dir, "token")
 			writeSecret(t, f, "tok-secret-value")
 			return setup{auth: Auth{BearerTokenFile: f}, req: requestWith("Bearer tok-secret-value"),
-				break_: func(t *testing.T) {
+				breakIt: func(t *testing.T) {
 					require.NoError(t, os.Remove(f))
 					require.NoError(t, os.Mkdir(f, 0o700))
 				}}
@@ -188,14 +188,14 @@ func TestAuthenticatorUnreadableFiles(t *testing.T) {
 			writeSecret(t, u, "am")
 			writeSecret(t, p, "pw-secret-value")
 			return setup{auth: Auth{BasicUsernameFile: u, BasicPasswordFile: p}, req: requestWith(basicHeader("am", "pw-secret-value")),
-				break_: func(t *testing.T) { require.NoError(t, os.Remove(u)) }}
+				breakIt: func(t *testing.T) { require.NoError(t, os.Remove(u)) }}
 		}},
 		{desc: "basic password file removed", make: func(t *testing.T, dir string) setup {
 			u, p := filepath.Join(dir, "user"), filepath.Join(dir, "pass")
 			writeSecret(t, u, "am")
 			writeSecret(t, p, "pw-secret-value")
 			return setup{auth: Auth{BasicUsernameFile: u, BasicPasswordFile: p}, req: requestWith(basicHeader("am", "pw-secret-value")),
-				break_: func(t *testing.T) { require.NoError(t, os.Remove(p)) }}
+				breakIt: func(t *testing.T) { require.NoError(t, os.Remove(p)) }}
 		}},
 	}
 	for _, tc := range tests {
@@ -203,7 +203,7 @@ func TestAuthenticatorUnreadableFiles(t *testing.T) {
 			s := tc.make(t, t.TempDir())
 			au := newAuthenticator(s.auth)
 			require.NoError(t, au.check(s.req), "works before the file breaks")
-			s.break_(t)
+			s.breakIt(t)
 			err := au.check(s.req)
 			require.Error(t, err)
 			assert.False(t, errors.Is(err, errUnauthorized), "an unreadable file is not the caller's fault: %v", err)

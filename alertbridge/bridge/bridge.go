@@ -53,8 +53,12 @@ type Bridge struct {
 	metrics *metrics
 	queue   *keyQueue
 
-	// synced is set once the cache was rebuilt from GitHub; workers start then.
-	synced atomic.Bool
+	// synced is set once the cache was rebuilt from GitHub and the journal's
+	// entries queued; webhooks are queued directly from then on. startMu
+	// orders the two: Run holds it to queue the journal, the webhook handler
+	// holds it (shared) from its append to its push.
+	synced  atomic.Bool
+	startMu sync.RWMutex
 
 	mu      sync.Mutex
 	byKey   map[string]*tracked    // key hash → the key's latest issue
@@ -127,11 +131,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err := b.loadRollups(); err != nil {
 		return err
 	}
+	b.startMu.Lock()
 	pending := b.journal.Pending()
 	for _, e := range pending {
 		b.queue.push(job{id: e.ID, key: e.Key, recovered: true})
 	}
 	b.synced.Store(true)
+	b.startMu.Unlock()
 	b.log.Info("Applying transitions", "pending", len(pending), "tracked", b.trackedCount(), "workers", b.opts.Workers)
 
 	var wg sync.WaitGroup

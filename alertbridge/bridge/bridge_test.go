@@ -65,10 +65,11 @@ func TestLifecycle(t *testing.T) {
 	assert.Equal(t, []string{"fp-gpu-7"}, st.Firing)
 
 	// Alertmanager repeats the group: nothing is written.
+	require.Equal(t, 1, e.fake.CallCount("POST", "/"), "the pattern counts the create")
 	e.fake.ResetCalls()
 	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-7", false)))
 	e.settle()
-	assert.Zero(t, e.fake.CallCount("POST", "/repos/*")+e.fake.CallCount("PATCH", "/repos/*"), "a repeat writes nothing")
+	assert.Zero(t, e.fake.CallCount("POST", "/")+e.fake.CallCount("PATCH", "/"), "a repeat writes nothing")
 
 	// A human retitles and relabels the issue: the bridge keeps their edits.
 	e.fake.SetTitle(repo, is.Number, "GPU 3 on gpu-7 is gone, RMA opened")

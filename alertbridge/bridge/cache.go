@@ -145,7 +145,7 @@ func (b *Bridge) absorb(repo string, issues []ghclient.Issue, rebuild bool, list
 			// and leaves the bridge's own state to the bridge: its worker
 			// may be between two writes of this issue.
 			cur.open, cur.stateReason, cur.closedAt, cur.labels, cur.updatedAt = t.open, t.stateReason, t.closedAt, t.labels, t.updatedAt
-		case t.createdAt.After(cur.createdAt):
+		case t.createdAt.After(cur.createdAt), t.createdAt.Equal(cur.createdAt) && t.repo == cur.repo && t.number > cur.number:
 			// A newer issue of the key: the latest one is the one that counts.
 			b.byKey[key] = t
 		}

@@ -65,10 +65,13 @@ func (b *Bridge) process(ctx context.Context, j job) error {
 	if act.Create {
 		repo := iss.Repo.String()
 		if !b.stormAllows(repo, now) {
-			b.metrics.storm.WithLabelValues(repo).Inc()
 			log.Warn("Storm guard: adding the group to the roll-up issue instead of a new issue", "repo", repo,
 				"limit", b.cfg.StormGuard.MaxNewIssues, "window", b.cfg.StormGuard.Window)
-			return b.toRollup(ctx, log, repo, j.key, iss, ev)
+			err := b.toRollup(ctx, log, repo, j.key, iss, ev)
+			if err == nil {
+				b.metrics.storm.WithLabelValues(repo).Inc()
+			}
+			return err
 		}
 		err := b.create(ctx, log, j, e.ID, iss, ev, act)
 		if err != nil {

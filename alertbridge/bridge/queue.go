@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -38,7 +39,20 @@ func (q *keyQueue) push(j job) {
 		q.ready = append(q.ready, j.key)
 		q.cond.Signal()
 	}
-	q.jobs[j.key] = append(q.jobs[j.key], j)
+	// Keep a key's jobs in journal order (IDs are fixed-width and sortable)
+	// even when two webhooks of one key were appended and pushed in
+	// opposite orders. A held key's first job is being worked on: never
+	// insert before it.
+	jobs := q.jobs[j.key]
+	first := 0
+	if q.busy[j.key] {
+		first = 1
+	}
+	i := len(jobs)
+	for i > first && jobs[i-1].id > j.id {
+		i--
+	}
+	q.jobs[j.key] = slices.Insert(jobs, i, j)
 }
 
 // take blocks until a key is ready and returns it held, with its first job.

@@ -124,7 +124,7 @@ func TestKeyQueueConcurrent(t *testing.T) {
 	for k := range keys {
 		pushers.Go(func() {
 			for seq := range perKey {
-				q.push(job{id: strconv.Itoa(seq), key: strconv.Itoa(k)})
+				q.push(job{id: fmt.Sprintf("%020d", seq), key: strconv.Itoa(k)})
 				if seq%17 == 0 {
 					runtime.Gosched()
 				}
@@ -204,4 +204,26 @@ func TestKeyQueueManyKeysOneJobEach(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, fmt.Sprint(i), j.id, "keys come out in arrival order")
 	}
+}
+
+func TestKeyQueueKeepsJournalOrder(t *testing.T) {
+	q := newKeyQueue()
+	q.push(job{id: "0002", key: "k"})
+	j, ok := q.take()
+	require.True(t, ok)
+	require.Equal(t, "0002", j.id)
+	// Two webhooks of k were appended as 0003 and 0004 but pushed the other
+	// way round; one older than the held job never goes before it.
+	q.push(job{id: "0004", key: "k"})
+	q.push(job{id: "0003", key: "k"})
+	q.push(job{id: "0001", key: "k"})
+	q.done(j)
+	var got []string
+	for range 3 {
+		j, ok := q.take()
+		require.True(t, ok)
+		got = append(got, j.id)
+		q.done(j)
+	}
+	require.Equal(t, []string{"0001", "0003", "0004"}, got)
 }

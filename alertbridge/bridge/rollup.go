@@ -93,11 +93,19 @@ func (b *Bridge) adoptRollupLocked(repo string, is ghclient.Issue, t *tracked) {
 	for _, m := range t.state.Members {
 		m := m
 		r.members[m.Key] = &m
-		if b.byKey[m.Key] == nil {
-			b.byKey[m.Key] = &tracked{repo: repo, inRollup: true, state: marker.State{Firing: firingPlaceholder(m.Firing)}}
-		}
+		b.trackMemberLocked(repo, m)
 	}
 	b.rollups[repo] = r
+}
+
+// trackMemberLocked routes a roll-up member's key to the roll-up, unless the
+// key has an issue of its own that is open or newer than its membership
+// (a key joins a roll-up when its old issue was closed beyond the window).
+func (b *Bridge) trackMemberLocked(repo string, m marker.Member) {
+	if t := b.byKey[m.Key]; t != nil && !t.inRollup && (t.open || t.createdAt.After(m.Since)) {
+		return
+	}
+	b.byKey[m.Key] = &tracked{repo: repo, inRollup: true, state: marker.State{Firing: firingPlaceholder(m.Firing)}}
 }
 
 // firingPlaceholder stands for n firing alerts of a roll-up member, whose
@@ -134,9 +142,7 @@ func (b *Bridge) loadRollups() error {
 		for _, m := range rf.Members {
 			m := m
 			r.members[m.Key] = &m
-			if t := b.byKey[m.Key]; t == nil || t.inRollup {
-				b.byKey[m.Key] = &tracked{repo: rf.Repo, inRollup: true, state: marker.State{Firing: firingPlaceholder(m.Firing)}}
-			}
+			b.trackMemberLocked(rf.Repo, m)
 		}
 		b.rollups[rf.Repo] = r
 		b.mu.Unlock()
@@ -163,16 +169,29 @@ func (b *Bridge) inOpenRollup(repo, key string) bool {
 
 // toRollup records a group's state in its repository's roll-up.
 func (b *Bridge) toRollup(_ context.Context, log *slog.Logger, repo, key string, iss *render.Issue, ev decide.Event) error {
-	b.mu.Lock()
-	r := b.rollups[repo]
-	if r == nil || r.isClosed() {
-		r = &rollup{repo: repo, members: map[string]*marker.Member{}}
-		b.rollups[repo] = r
-	}
-	b.mu.Unlock()
-
 	firing := ev.Firing()
-	r.mu.Lock()
+	// Lock order: b.mu and r.mu are never held together. A roll-up closed
+	// between the lookup and r.mu is finished: take a new one.
+	var r *rollup
+	for {
+		b.mu.Lock()
+		r = b.rollups[repo]
+		if r == nil {
+			r = &rollup{repo: repo, members: map[string]*marker.Member{}}
+			b.rollups[repo] = r
+		}
+		b.mu.Unlock()
+		r.mu.Lock()
+		if !r.closed {
+			break
+		}
+		r.mu.Unlock()
+		b.mu.Lock()
+		if b.rollups[repo] == r {
+			delete(b.rollups, repo)
+		}
+		b.mu.Unlock()
+	}
 	m := r.members[key]
 	if m == nil {
 		m = &marker.Member{Key: key, Since: ev.Now}
@@ -197,12 +216,6 @@ func (b *Bridge) toRollup(_ context.Context, log *slog.Logger, repo, key string,
 	log.Info("Recorded group in the roll-up", "repo", repo, "firing", len(firing))
 	b.kickRollups()
 	return nil
-}
-
-func (r *rollup) isClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
 }
 
 func (b *Bridge) kickRollups() {
@@ -254,6 +267,9 @@ func (b *Bridge) syncRollup(ctx context.Context, r *rollup) error {
 	}
 	version, number, members := r.version, r.number, r.sortedMembers()
 	r.mu.Unlock()
+	if len(members) == 0 {
+		return nil
+	}
 
 	firing := 0
 	for _, m := range members {
@@ -266,6 +282,9 @@ func (b *Bridge) syncRollup(ctx context.Context, r *rollup) error {
 		return err
 	}
 	closing := firing == 0 && b.cfg.AutoClose
+	// A roll-up created with every member already resolved is closed by the
+	// next sync: closing a brand new issue in the same breath helps nobody.
+	closeNext := false
 	if number == 0 {
 		is, err := b.gh.CreateIssue(ctx, r.repo, ghclient.NewIssue{
 			Title:  fmt.Sprintf("Alert storm in %s: alert groups held back by the storm guard (%s)", r.repo, members[0].Since.UTC().Format("2006-01-02 15:04 MST")),
@@ -277,49 +296,57 @@ func (b *Bridge) syncRollup(ctx context.Context, r *rollup) error {
 		}
 		number = is.Number
 		b.log.Warn("Filed roll-up issue for an alert storm", "repo", r.repo, "issue", number, "groups", len(members))
-		closing = false // closing a brand new issue helps nobody; the next sync closes it
+		closeNext, closing = closing, false
 	} else {
+		// Only ever close: a roll-up a human closed (or closed as not
+		// planned) stays closed; the bridge keeps its table current.
 		edit := ghclient.Edit{Body: &body}
-		state := "open"
 		if closing {
-			state = "closed"
-			reason := decide.ReasonCompleted
-			edit.StateReason = &reason
+			state, reason := "closed", decide.ReasonCompleted
+			edit.State, edit.StateReason = &state, &reason
 		}
-		edit.State = &state
 		if _, err := b.gh.EditIssue(ctx, r.repo, number, edit); err != nil {
 			return fmt.Errorf("edit roll-up issue #%d: %w", number, err)
 		}
 	}
 
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.number == 0 {
 		r.number = number
 		if err := b.saveRollup(r); err != nil {
+			r.mu.Unlock()
 			return err
 		}
 	}
 	if r.version != version {
+		r.mu.Unlock()
 		b.kickRollups()
 		return nil
 	}
 	r.synced = version
 	if !closing {
-		if firing == 0 {
-			b.kickRollups() // created with everything resolved: close it next
+		if closeNext {
 			r.synced--
+		}
+		r.mu.Unlock()
+		if closeNext {
+			b.kickRollups()
 		}
 		return nil
 	}
 	// Finished: forget it, so the next storm files a new roll-up.
 	r.closed = true
-	if err := os.Remove(b.rollupPath(r.repo)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	keys := make([]string, 0, len(r.members))
+	for key := range r.members {
+		keys = append(keys, key)
+	}
+	err = os.Remove(b.rollupPath(r.repo))
+	r.mu.Unlock()
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove roll-up state: %w", err)
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	for key := range r.members {
+	for _, key := range keys {
 		if t := b.byKey[key]; t != nil && t.inRollup {
 			delete(b.byKey, key)
 		}
@@ -327,6 +354,7 @@ func (b *Bridge) syncRollup(ctx context.Context, r *rollup) error {
 	if b.rollups[r.repo] == r {
 		delete(b.rollups, r.repo)
 	}
+	b.mu.Unlock()
 	b.log.Info("Closed roll-up issue: every group resolved", "repo", r.repo, "issue", number)
 	return nil
 }
@@ -356,7 +384,7 @@ func (b *Bridge) rollupBody(repo string, members []marker.Member) string {
 		if !m.Resolved.IsZero() {
 			resolved = m.Resolved.UTC().Format("2006-01-02 15:04:05 MST")
 		}
-		fmt.Fprintf(&sb, "| %s | %d | %s | %s |\n", strings.NewReplacer("|", `\|`, "\n", " ").Replace(m.Title), m.Firing,
+		fmt.Fprintf(&sb, "| %s | %d | %s | %s |\n", strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ").Replace(m.Title), m.Firing,
 			m.Since.UTC().Format("2006-01-02 15:04:05 MST"), resolved)
 	}
 	return sb.String()

@@ -106,10 +106,12 @@ func Serve(ctx context.Context, sc ServeConfig) error {
 	go func() { runErr <- b.Run(runCtx) }()
 
 	var result error
+	runDone := false
 	select {
 	case err := <-serveErr:
 		result = fmt.Errorf("serve: %w", err)
 	case err := <-runErr:
+		runDone = true
 		if err != nil && ctx.Err() == nil {
 			result = err
 		}
@@ -123,10 +125,12 @@ func Serve(ctx context.Context, sc ServeConfig) error {
 		log.Warn("Shutting down the HTTP server", "err", err)
 	}
 	stop()
-	select {
-	case <-runErr:
-	case <-time.After(10 * time.Second):
-		log.Warn("Workers did not stop within 10s")
+	if !runDone {
+		select {
+		case <-runErr:
+		case <-time.After(10 * time.Second):
+			log.Warn("Workers did not stop within 10s")
+		}
 	}
 	log.Info("Stopped", "pending", j.Len())
 	return result

@@ -66,13 +66,19 @@ func (b *Bridge) acceptWebhook(w http.ResponseWriter, r *http.Request) (int, str
 		b.log.Error("Refusing webhook: dedupe key", "receiver", msg.Receiver, "err", err)
 		return http.StatusBadRequest, err.Error()
 	}
+	// Until Run has queued the journal's older entries, a new one only goes
+	// to the journal: Run queues it after them, in order.
+	b.startMu.RLock()
+	defer b.startMu.RUnlock()
 	e, err := b.journal.Append(hash, body, b.clock.Now())
 	if err != nil {
 		// Alertmanager retries a 5xx: nothing is lost while the disk is bad.
 		b.log.Error("Recording webhook in the journal", "err", err)
 		return http.StatusServiceUnavailable, "cannot record the webhook durably; retry"
 	}
-	b.queue.push(job{id: e.ID, key: hash})
+	if b.synced.Load() {
+		b.queue.push(job{id: e.ID, key: hash})
+	}
 	return http.StatusOK, "recorded " + e.ID
 }
 

@@ -17,9 +17,13 @@ const EndpointTransition = "graphql.transition"
 // Transition applies an edit (body, state, state reason) and then posts a
 // comment on one issue in a single request: GitHub's GraphQL API runs the
 // mutations of one document in order. A transition that closes or reopens an
-// issue and says why costs one call instead of two. The comment comes last:
-// when the request is retried after a failure, the edit is repeated (it is
-// idempotent) and the comment is posted once.
+// issue and says why costs one call instead of two.
+//
+// The comment comes first, as with two REST calls: if the process dies after
+// it and before the edit, the edit's marker does not yet say the transition
+// was applied, and the bridge's replay finds the comment by its transition
+// mark instead of posting it again. A retry after an answer that shows the
+// comment was made leaves the comment out.
 //
 // nodeID is the issue's GraphQL node ID (Issue.NodeID). GitHub Enterprise
 // serves GraphQL at /api/graphql beside /api/v3/.
@@ -31,16 +35,23 @@ func (c *client) Transition(ctx context.Context, repo string, number int, nodeID
 		return Issue{}, &PermanentError{Endpoint: EndpointTransition, Repo: repo, Reason: "no_node_id",
 			Err: fmt.Errorf("issue #%d has no node ID", number)}
 	}
-	query, vars := transitionDocument(nodeID, e, comment)
 	endpoint := c.graphqlURL()
 	var out graphqlResponse
 	err := c.do(ctx, EndpointTransition, repo, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+		if out.Data.Comment != nil {
+			comment = "" // made by an earlier attempt
+		}
+		query, vars := transitionDocument(nodeID, e, comment)
 		req, err := gh.NewRequest(http.MethodPost, endpoint, map[string]any{"query": query, "variables": vars})
 		if err != nil {
 			return nil, err
 		}
+		commented := out.Data.Comment
 		out = graphqlResponse{}
 		resp, err := gh.Do(ctx, req, &out)
+		if out.Data.Comment == nil {
+			out.Data.Comment = commented
+		}
 		if err != nil {
 			return resp, err
 		}
@@ -70,13 +81,18 @@ func (c *client) graphqlURL() string {
 const issueFields = `number state stateReason createdAt updatedAt closedAt title body url ` +
 	`labels(first: 100) { nodes { name } } assignees(first: 100) { nodes { login } }`
 
-// transitionDocument builds the mutation: edit the body, close or reopen,
-// then comment; only the parts the transition needs, and only the
+// transitionDocument builds the mutation: comment, edit the body, then close
+// or reopen; only the parts the transition needs, and only the
 // variables they use (GraphQL refuses unused ones).
 func transitionDocument(nodeID string, e Edit, comment string) (string, map[string]any) {
 	vars := map[string]any{"id": nodeID}
 	decls := []string{"$id: ID!"}
 	var fields []string
+	if comment != "" {
+		vars["comment"] = comment
+		decls = append(decls, "$comment: String!")
+		fields = append(fields, "comment: addComment(input: {subjectId: $id, body: $comment}) { clientMutationId }")
+	}
 	if e.Body != nil {
 		vars["body"] = *e.Body
 		decls = append(decls, "$body: String!")
@@ -93,11 +109,6 @@ func transitionDocument(nodeID string, e Edit, comment string) (string, map[stri
 		case "open":
 			fields = append(fields, "state: reopenIssue(input: {issueId: $id}) { issue { "+issueFields+" } }")
 		}
-	}
-	if comment != "" {
-		vars["comment"] = comment
-		decls = append(decls, "$comment: String!")
-		fields = append(fields, "comment: addComment(input: {subjectId: $id, body: $comment}) { clientMutationId }")
 	}
 	return "mutation KubemedicTransition(" + strings.Join(decls, ", ") + ") {\n  " + strings.Join(fields, "\n  ") + "\n}", vars
 }
@@ -130,8 +141,9 @@ type issuePayload struct {
 
 type graphqlResponse struct {
 	Data struct {
-		Edit  *issuePayload `json:"edit"`
-		State *issuePayload `json:"state"`
+		Comment *struct{}     `json:"comment"`
+		Edit    *issuePayload `json:"edit"`
+		State   *issuePayload `json:"state"`
 	} `json:"data"`
 	Errors []struct {
 		Type    string `json:"type"`

@@ -30,7 +30,7 @@ func TestTransitionIsOneRequest(t *testing.T) {
 	require.Len(t, calls, 1, "edit and comment in one request")
 	assert.Equal(t, "/api/graphql", calls[0].Path)
 	body := string(calls[0].Body)
-	assert.Less(t, strings.Index(body, "closeIssue"), strings.Index(body, "addComment"), "the comment comes last")
+	assert.Less(t, strings.Index(body, "addComment"), strings.Index(body, "closeIssue"), "the comment comes first, as with REST")
 	assert.Equal(t, "closed", got.State)
 	assert.Equal(t, "completed", got.StateReason)
 	assert.Equal(t, "resolved", got.Body)
