@@ -62,7 +62,9 @@ func (f *Fake) graphql(r *http.Request, prefix string, body []byte, now time.Tim
 				return graphqlError("UNPROCESSABLE", "addComment without a body")
 			}
 			raw, _ := json.Marshal(map[string]string{"body": c})
-			resp = f.createComment(rp, iss, u, raw)
+			if resp := f.createComment(rp, iss, u, raw); resp.status >= 300 {
+				return graphqlError("UNPROCESSABLE", field+" failed")
+			}
 			data[alias] = map[string]any{"clientMutationId": nil}
 			continue
 		}
