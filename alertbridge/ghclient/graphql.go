@@ -208,10 +208,11 @@ func graphqlErrors(resp *github.Response, out graphqlResponse) (*github.Response
 	if resp.Response != nil {
 		hr.Header = resp.Header.Clone()
 	}
-	if out.Errors[0].Type == "RATE_LIMITED" && hr.Header.Get("X-RateLimit-Remaining") == "" {
+	// RATE_LIMITED is the primary limit whatever the headers say; any
+	// other error must not read as one.
+	if out.Errors[0].Type == "RATE_LIMITED" {
 		hr.Header.Set("X-RateLimit-Remaining", "0")
-	}
-	if out.Errors[0].Type != "RATE_LIMITED" {
+	} else {
 		hr.Header.Del("X-RateLimit-Remaining")
 	}
 	r := &github.Response{Response: hr}
