@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +44,10 @@ func SelectsNamespace(c *v1alpha1.ClusterReclaimPolicy, ns string, nsLabels map[
 // that is looser than the ClusterReclaimPolicy governing its namespace: a
 // namespace may only tighten the cluster's ceilings. Stricter means a higher
 // idle threshold, and a shorter idle window, lifetime, pending time and grace
-// period. Unset namespaced values inherit the cluster's and are never looser.
+// period and snooze cap. Unset namespaced values inherit the cluster's and
+// are never looser. Allowing opt-out or dropping the notice protects the
+// owner less and is a cluster admin's decision: a namespaced policy may not
+// turn either on when the cluster policy does not.
 // dryRun is not compared: a cluster policy in dry run keeps the namespace in
 // dry run whatever the namespaced policy says.
 //
@@ -70,18 +74,173 @@ func CheckReclaimOverride(ns *v1alpha1.ReclaimPolicy, c *v1alpha1.ClusterReclaim
 	}{
 		{"maxLifetime", ns.Spec.MaxLifetime, c.Spec.MaxLifetime},
 		{"maxPending", ns.Spec.MaxPending, c.Spec.MaxPending},
-		{"gracePeriod", ns.Spec.GracePeriod, clusterGrace(c)},
+		{"gracePeriod", ns.Spec.GracePeriod, orDefault(c.Spec.GracePeriod, v1alpha1.DefaultGracePeriod)},
+		{"maxSnooze", ns.Spec.MaxSnooze, orDefault(c.Spec.MaxSnooze, v1alpha1.DefaultMaxSnooze)},
 	} {
 		if d.ns != nil && d.limit != nil && d.ns.Duration > d.limit.Duration {
 			looser(p.Child(d.name), d.ns.Duration.String(), d.limit.Duration, "use a duration at most as long")
 		}
 	}
+	if ns.Spec.AllowOptOut != nil && *ns.Spec.AllowOptOut && (c.Spec.AllowOptOut == nil || !*c.Spec.AllowOptOut) {
+		looser(p.Child("allowOptOut"), true, false, "only the cluster policy can allow opt-out")
+	}
+	if ns.Spec.RequireNotice != nil && !*ns.Spec.RequireNotice && (c.Spec.RequireNotice == nil || *c.Spec.RequireNotice) {
+		looser(p.Child("requireNotice"), false, true, "only the cluster policy can drop the notice")
+	}
 	return errs
 }
 
-func clusterGrace(c *v1alpha1.ClusterReclaimPolicy) *metav1.Duration {
-	if c.Spec.GracePeriod != nil {
-		return c.Spec.GracePeriod
+func orDefault(d *metav1.Duration, def time.Duration) *metav1.Duration {
+	if d != nil {
+		return d
 	}
-	return &metav1.Duration{Duration: v1alpha1.DefaultGracePeriod}
+	return &metav1.Duration{Duration: def}
+}
+
+// Reclaim is the merge of every reclaim policy that selects one pod: the
+// rules the janitor enforces on it. Zero durations mean "no such rule".
+type Reclaim struct {
+	// Idle is nil when no selecting policy has an idle rule.
+	Idle *v1alpha1.IdleRule
+	// MaxLifetime and MaxPending are 0 when no selecting policy sets them.
+	MaxLifetime, MaxPending time.Duration
+	// GracePeriod and MaxSnooze always have a value (the defaults when no
+	// policy sets them).
+	GracePeriod, MaxSnooze time.Duration
+	// AllowOptOut, RequireNotice, DeleteUnknownOwners, DryRun, DryRunNotify
+	// are the merged switches; see MergeReclaim.
+	AllowOptOut, RequireNotice, DeleteUnknownOwners bool
+	DryRun, DryRunNotify                            bool
+	// Policies names the policies merged, "ClusterReclaimPolicy/x" and
+	// "ReclaimPolicy/ns/y", in the order given.
+	Policies []string
+	// Description is the first non-empty description, namespaced first:
+	// what the owner is told the rules are.
+	Description string
+}
+
+// MergeReclaim merges the cluster policies selecting a pod's namespace and
+// the namespaced policies selecting the pod into the rules enforced on it.
+// The rule, written once here and documented in docs/janitor.md:
+//   - thresholds and durations take the tightest value of any policy: the
+//     highest idle threshold, the shortest idle window, lifetime, pending
+//     time, grace period and snooze cap. A namespaced policy that is looser
+//     than a cluster policy fails CheckReclaimOverride and is not passed in.
+//   - protections of the pod's owner hold unless every policy agrees to
+//     drop them: a notice is required unless every policy sets
+//     requireNotice: false; opt-out is allowed only when every cluster policy
+//     sets allowOptOut: true and no namespaced policy sets it false.
+//   - dry run holds when any policy is in dry run; notices are sent in dry
+//     run when any policy in dry run asks for it.
+//   - deletePodsOfUnknownOwners holds when any policy sets it.
+//
+// ok is false when no policy selects the pod.
+func MergeReclaim(clusters []*v1alpha1.ClusterReclaimPolicy, namespaced []*v1alpha1.ReclaimPolicy) (r Reclaim, ok bool) {
+	if len(clusters) == 0 && len(namespaced) == 0 {
+		return Reclaim{}, false
+	}
+	r.GracePeriod, r.MaxSnooze = -1, -1
+	r.RequireNotice = false
+	optOut := len(clusters) > 0
+	rules := make([]*v1alpha1.ReclaimRules, 0, len(clusters)+len(namespaced))
+	for _, c := range clusters {
+		rules = append(rules, &c.Spec.ReclaimRules)
+		r.Policies = append(r.Policies, "ClusterReclaimPolicy/"+c.Name)
+		if c.Spec.AllowOptOut == nil || !*c.Spec.AllowOptOut {
+			optOut = false
+		}
+	}
+	for _, n := range namespaced {
+		rules = append(rules, &n.Spec.ReclaimRules)
+		r.Policies = append(r.Policies, "ReclaimPolicy/"+n.Namespace+"/"+n.Name)
+		if n.Spec.AllowOptOut != nil {
+			if !*n.Spec.AllowOptOut {
+				optOut = false
+			} else if len(clusters) == 0 {
+				optOut = true
+			}
+		}
+		if r.Description == "" {
+			r.Description = n.Spec.Description
+		}
+	}
+	r.AllowOptOut = optOut
+	for _, c := range clusters {
+		if r.Description == "" {
+			r.Description = c.Spec.Description
+		}
+	}
+	for _, rr := range rules {
+		if rr.Idle != nil {
+			if r.Idle == nil {
+				r.Idle = rr.Idle.DeepCopy()
+			} else {
+				r.Idle.UtilizationBelowPercent = max(r.Idle.UtilizationBelowPercent, rr.Idle.UtilizationBelowPercent)
+				r.Idle.Window.Duration = min(r.Idle.Window.Duration, rr.Idle.Window.Duration)
+			}
+		}
+		r.MaxLifetime = tightest(r.MaxLifetime, rr.MaxLifetime)
+		r.MaxPending = tightest(r.MaxPending, rr.MaxPending)
+		if rr.GracePeriod != nil && (r.GracePeriod < 0 || rr.GracePeriod.Duration < r.GracePeriod) {
+			r.GracePeriod = rr.GracePeriod.Duration
+		}
+		if rr.MaxSnooze != nil && (r.MaxSnooze < 0 || rr.MaxSnooze.Duration < r.MaxSnooze) {
+			r.MaxSnooze = rr.MaxSnooze.Duration
+		}
+		if rr.RequireNotice == nil || *rr.RequireNotice {
+			r.RequireNotice = true
+		}
+		if rr.DeletePodsOfUnknownOwners != nil && *rr.DeletePodsOfUnknownOwners {
+			r.DeleteUnknownOwners = true
+		}
+		if rr.DryRun != nil && rr.DryRun.Enabled {
+			r.DryRun = true
+			r.DryRunNotify = r.DryRunNotify || rr.DryRun.Notify
+		}
+	}
+	if r.GracePeriod < 0 {
+		r.GracePeriod = v1alpha1.DefaultGracePeriod
+	}
+	if r.MaxSnooze < 0 {
+		r.MaxSnooze = v1alpha1.DefaultMaxSnooze
+	}
+	return r, true
+}
+
+// tightest is the shorter of a current limit (0 = none) and a policy's.
+func tightest(cur time.Duration, d *metav1.Duration) time.Duration {
+	if d == nil || d.Duration <= 0 {
+		return cur
+	}
+	if cur == 0 || d.Duration < cur {
+		return d.Duration
+	}
+	return cur
+}
+
+// ExemptsPod reports whether a cluster policy's exemptPodSelector matches
+// the pod's labels: such a pod is never reclaimed, whatever other policy
+// selects it. Only cluster admins write cluster policies.
+func ExemptsPod(c *v1alpha1.ClusterReclaimPolicy, podLabels map[string]string) bool {
+	if c.Spec.ExemptPodSelector == nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(c.Spec.ExemptPodSelector)
+	if err != nil {
+		return false // Validate reports the selector
+	}
+	return sel.Matches(labels.Set(podLabels))
+}
+
+// SelectsPod reports whether a namespaced ReclaimPolicy's podSelector picks
+// the pod; an empty selector picks every GPU pod of the namespace.
+func SelectsPod(n *v1alpha1.ReclaimPolicy, podLabels map[string]string) bool {
+	if n.Spec.PodSelector == nil {
+		return true
+	}
+	sel, err := metav1.LabelSelectorAsSelector(n.Spec.PodSelector)
+	if err != nil {
+		return false
+	}
+	return sel.Matches(labels.Set(podLabels))
 }

@@ -396,6 +396,7 @@ func validateReclaimRules(r *v1alpha1.ReclaimRules, p *field.Path) field.ErrorLi
 	if r.MaxPending != nil {
 		errs = append(errs, positive(r.MaxPending, p.Child("maxPending"))...)
 	}
+	errs = append(errs, nonNegative(r.MaxSnooze, p.Child("maxSnooze"))...)
 	return append(errs, nonNegative(r.GracePeriod, p.Child("gracePeriod"))...)
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -139,6 +140,10 @@ func TestCheckReclaimOverride(t *testing.T) {
 		{desc: "longer lifetime", ns: v1alpha1.ReclaimRules{MaxLifetime: d("200h")}, want: []string{`spec.maxLifetime: Invalid value: "200h0m0s"`}},
 		{desc: "grace longer than the cluster default", ns: v1alpha1.ReclaimRules{GracePeriod: d("2h")}, want: []string{`spec.gracePeriod: Invalid value: "2h0m0s": 2h0m0s is looser than ClusterReclaimPolicy "default" (1h0m0s)`}},
 		{desc: "cluster without a pending limit allows any", ns: v1alpha1.ReclaimRules{MaxPending: d("1000h")}},
+		{desc: "snooze longer than the cluster default", ns: v1alpha1.ReclaimRules{MaxSnooze: d("48h")}, want: []string{`spec.maxSnooze: Invalid value: "48h0m0s"`}},
+		{desc: "a namespace cannot allow opt-out or drop the notice", ns: v1alpha1.ReclaimRules{AllowOptOut: ptr.To(true), RequireNotice: ptr.To(false)}, want: []string{
+			`spec.allowOptOut: Invalid value: true: true is looser`, `spec.requireNotice: Invalid value: false: false is looser`}},
+		{desc: "a namespace may forbid opt-out and require the notice", ns: v1alpha1.ReclaimRules{AllowOptOut: ptr.To(false), RequireNotice: ptr.To(true)}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			ns := &v1alpha1.ReclaimPolicy{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "team"}, Spec: v1alpha1.ReclaimPolicySpec{ReclaimRules: tc.ns}}

@@ -10,6 +10,11 @@ import (
 // policy sets one.
 const DefaultGracePeriod = time.Hour
 
+// DefaultMaxSnooze caps kubemedic.io/reclaim-snooze-until when no policy sets
+// maxSnooze: a researcher can keep a pod for a day past its notice, then is
+// asked again.
+const DefaultMaxSnooze = 24 * time.Hour
+
 // ClusterReclaimPolicy is the janitor's cluster-wide policy: when a GPU pod
 // is idle, too old or stuck pending, its owner is told on Slack and, after a
 // grace period, the pod is reclaimed. Its values are ceilings: a namespaced
@@ -19,7 +24,7 @@ const DefaultGracePeriod = time.Hour
 // +kubebuilder:resource:scope=Cluster,shortName=crp,categories=kubemedic
 // +kubebuilder:printcolumn:name="Idle",type=string,JSONPath=`.spec.idle.window`
 // +kubebuilder:printcolumn:name="MaxLifetime",type=string,JSONPath=`.spec.maxLifetime`
-// +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.spec.dryRun`
+// +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.spec.dryRun.enabled`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClusterReclaimPolicy struct {
 	metav1.TypeMeta `json:",inline"`
@@ -64,7 +69,7 @@ type ClusterReclaimPolicySpec struct {
 // +kubebuilder:resource:scope=Namespaced,shortName=rcp,categories=kubemedic
 // +kubebuilder:printcolumn:name="Idle",type=string,JSONPath=`.spec.idle.window`
 // +kubebuilder:printcolumn:name="MaxLifetime",type=string,JSONPath=`.spec.maxLifetime`
-// +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.spec.dryRun`
+// +kubebuilder:printcolumn:name="DryRun",type=boolean,JSONPath=`.spec.dryRun.enabled`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ReclaimPolicy struct {
 	metav1.TypeMeta `json:",inline"`
@@ -122,10 +127,55 @@ type ReclaimRules struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
 
-	// DryRun notifies and records but reclaims nothing. A cluster policy in
-	// dry run keeps every namespace it selects in dry run.
+	// MaxSnooze caps how far ahead a pod's owner can keep it with the
+	// kubemedic.io/reclaim-snooze-until annotation, counted from the
+	// notice's deadline. Unset: a namespaced policy inherits the cluster
+	// policy's, and a cluster policy uses DefaultMaxSnooze.
 	// +optional
-	DryRun bool `json:"dryRun,omitempty"`
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
+	MaxSnooze *metav1.Duration `json:"maxSnooze,omitempty"`
+
+	// AllowOptOut lets a pod's owner exempt it with the annotation
+	// kubemedic.io/reclaim=disabled. Unset on a cluster policy means no
+	// opt-out; unset on a namespaced policy inherits. Opt-out holds only
+	// when every policy that selects the pod allows it.
+	// +optional
+	AllowOptOut *bool `json:"allowOptOut,omitempty"`
+
+	// RequireNotice (default true): no pod is reclaimed unless its owner
+	// was told on Slack first. With false, a pod whose notice cannot be
+	// sent (Slack not configured or failing) is reclaimed at the deadline
+	// anyway. A notice stays required unless every policy that selects the
+	// pod sets false.
+	// +optional
+	RequireNotice *bool `json:"requireNotice,omitempty"`
+
+	// DeletePodsOfUnknownOwners deletes a candidate pod whose controller is
+	// not one the janitor knows how to stop (bare Pod, Job, Deployment,
+	// StatefulSet, Kubeflow Notebook). Unset or false: such a pod only gets
+	// a Warning Event.
+	// +optional
+	DeletePodsOfUnknownOwners *bool `json:"deletePodsOfUnknownOwners,omitempty"`
+
+	// DryRun decides, logs and records Events ("would reclaim"), but
+	// changes nothing. A cluster policy in dry run keeps every namespace it
+	// selects in dry run.
+	// +optional
+	DryRun *ReclaimDryRun `json:"dryRun,omitempty"`
+}
+
+// ReclaimDryRun turns the dry run on and says whether owners hear of it.
+type ReclaimDryRun struct {
+	// Enabled: nothing is reclaimed.
+	// +required
+	Enabled bool `json:"enabled"`
+	// Notify sends the Slack notices (marked as a dry run) and records
+	// them on the pod, so owners see what the policy would do. Without it
+	// nothing is sent and nothing is written to the pod.
+	// +optional
+	Notify bool `json:"notify,omitempty"`
 }
 
 // IdleRule defines an idle GPU pod.

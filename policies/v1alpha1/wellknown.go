@@ -40,4 +40,33 @@ const (
 	// remediation ladder is exhausted or its attempt cap is reached. Only a
 	// human removes it.
 	TaintQuarantined = "kubemedic.io/quarantined"
+
+	// AnnotationReclaim on a pod set to ReclaimDisabled opts it out of the
+	// janitor, when every policy selecting it sets allowOptOut.
+	AnnotationReclaim = "kubemedic.io/reclaim"
+	// ReclaimDisabled is the value of AnnotationReclaim that opts a pod out.
+	ReclaimDisabled = "disabled"
+	// AnnotationReclaimNotice on a pod is the janitor's record of a notice
+	// (JSON: rule, deadline, the Slack thread). It is the janitor's state:
+	// a restart or a second janitor reads it and neither notifies twice nor
+	// moves the deadline.
+	AnnotationReclaimNotice = "kubemedic.io/reclaim-notice"
+	// AnnotationReclaimSnoozeUntil on a pod, set by its owner to an RFC 3339
+	// time (or a date), keeps the pod until then, capped by the policy's
+	// maxSnooze after the notice's deadline.
+	AnnotationReclaimSnoozeUntil = "kubemedic.io/reclaim-snooze-until"
+	// AnnotationReclaimedReplicas on a Deployment or StatefulSet the janitor
+	// scaled to 0 holds the replica count before, so the owner can restore
+	// it: kubectl scale --replicas=<value>.
+	AnnotationReclaimedReplicas = "kubemedic.io/reclaimed-replicas"
+	// AnnotationReclaimedBy on a workload the janitor stopped names the pod
+	// and rule that caused it.
+	AnnotationReclaimedBy = "kubemedic.io/reclaimed-by"
+
+	// AnnotationJanitorTTL and AnnotationJanitorExpires are kube-janitor's
+	// expiry annotations, honoured on a GPU pod, its owners and its
+	// namespace: a TTL after the object's creation ("24h", "7d", "2w") or an
+	// absolute time (RFC 3339, "2006-01-02T15:04", or a date).
+	AnnotationJanitorTTL     = "janitor/ttl"
+	AnnotationJanitorExpires = "janitor/expires"
 )
