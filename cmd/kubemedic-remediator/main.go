@@ -7,13 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
-	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kubemedic/kubemedic/internal/logflag"
 	"github.com/kubemedic/kubemedic/remediator/controller"
 )
 
@@ -26,11 +25,11 @@ func main() {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
 	fs.DurationVar(&o.Retention, "retention", 168*time.Hour, "how long finished NodeOperations are kept (at least the longest attemptCap window and nodeCooldown of any policy)")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, error, or a number of verbosity (2 = debug)")
+	fs.StringVar(&logLevel, "log-level", "info", logflag.Usage)
 	// controller-runtime registers --kubeconfig on flag.CommandLine.
 	flag.Parse()
 
-	level, err := parseLevel(logLevel)
+	level, err := logflag.ParseZapLevel(logLevel)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kubemedic-remediator: --log-level: %v\n", err)
 		os.Exit(2)
@@ -54,21 +53,4 @@ func main() {
 		log.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
-}
-
-// parseLevel maps a level name or a verbosity number to a zap level.
-func parseLevel(s string) (zapcore.Level, error) {
-	switch s {
-	case "debug":
-		return zapcore.Level(-2), nil
-	case "info":
-		return zapcore.InfoLevel, nil
-	case "error":
-		return zapcore.ErrorLevel, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || n > 10 {
-		return 0, fmt.Errorf("%q is not debug, info, error or a verbosity from 0 to 10", s)
-	}
-	return zapcore.Level(-n), nil
 }

@@ -1,0 +1,97 @@
+// Command kubemedic-janitor runs the janitor: a leader-elected manager
+// that reclaims idle, expired and stuck-pending GPU pods under the reclaim
+// policies, after telling each pod's owner on Slack. See janitor/controller.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kubemedic/kubemedic/internal/logflag"
+	"github.com/kubemedic/kubemedic/internal/notify"
+	"github.com/kubemedic/kubemedic/janitor/controller"
+)
+
+// envSlackToken holds the Slack bot token when --slack-token-file is not
+// given. A token is never a flag value: flags show in ps and in the pod spec.
+const envSlackToken = "KUBEMEDIC_SLACK_TOKEN"
+
+func main() {
+	var o controller.ManagerOptions
+	var logLevel, tokenFile, slackURL string
+	fs := flag.CommandLine
+	fs.StringVar(&o.Namespace, "namespace", "kubemedic-system", "the janitor's namespace: holds the leader-election Lease; its pods are never reclaimed")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader so that only one replica acts")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
+	fs.StringVar(&o.PrometheusURL, "prometheus-url", "", "Prometheus HTTP API with dcgm-exporter's metrics, e.g. http://prometheus-k8s.monitoring:9090; without it no pod is ever idle (Unknown)")
+	fs.DurationVar(&o.Staleness, "metrics-staleness", 5*time.Minute, "a GPU series whose last sample is older than this is stale, and its pod Unknown")
+	fs.DurationVar(&o.Interval, "interval", controller.DefaultInterval, "time between reclaim cycles")
+	fs.StringVar(&tokenFile, "slack-token-file", "", "file holding the Slack bot token (xoxb-...); else the "+envSlackToken+" environment variable; neither: no notices, and nothing is reclaimed where the policy requires a notice")
+	fs.StringVar(&slackURL, "slack-api-url", "", "Slack Web API base URL (default https://slack.com/api/)")
+	fs.StringVar(&o.DefaultChannel, "slack-default-channel", "", "channel for notices of pods whose owner cannot be found")
+	fs.StringVar(&logLevel, "log-level", "info", logflag.Usage)
+	// controller-runtime registers --kubeconfig on flag.CommandLine.
+	flag.Parse()
+
+	level, err := logflag.ParseZapLevel(logLevel)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubemedic-janitor: --log-level: %v\n", err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(zap.New(zap.Level(level)))
+	log := ctrl.Log.WithName("kubemedic-janitor")
+
+	token, err := slackToken(tokenFile)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubemedic-janitor: %v\n", err)
+		os.Exit(2)
+	}
+	if token != "" {
+		o.Notifier = notify.NewSlack(token, notify.SlackOptions{APIURL: slackURL, Logger: log.WithName("slack")})
+	} else {
+		log.Info("No Slack token: notices cannot be sent; pods are reclaimed only where the policy sets requireNotice: false")
+	}
+	if o.PrometheusURL == "" {
+		log.Info("No --prometheus-url: the idle rule is Unknown for every pod")
+	}
+
+	ctx := ctrl.SetupSignalHandler()
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "Loading the cluster configuration failed")
+		os.Exit(1)
+	}
+	mgr, _, err := controller.NewManager(ctx, cfg, o)
+	if err != nil {
+		log.Error(err, "Setting up the manager failed")
+		os.Exit(1)
+	}
+	log.Info("Starting manager", "namespace", o.Namespace, "leaderElection", o.LeaderElection, "interval", o.Interval)
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "Manager stopped with an error")
+		os.Exit(1)
+	}
+}
+
+// slackToken reads the token from the file, else the environment.
+func slackToken(file string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(os.Getenv(envSlackToken)), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--slack-token-file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("--slack-token-file %s is empty", file)
+	}
+	return t, nil
+}

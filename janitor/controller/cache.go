@@ -1,0 +1,135 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Resource names of NVIDIA's device plugin: whole GPUs, and MIG instances
+// under the mixed strategy (nvidia.com/mig-1g.10gb, ...).
+const (
+	resourceGPU       = corev1.ResourceName("nvidia.com/gpu")
+	resourceMIGPrefix = "nvidia.com/mig-"
+)
+
+// indexGPUPod indexes the cached pods that request GPUs, by "true".
+const indexGPUPod = "kubemedic.io/gpu-pod"
+
+// GPURequests counts the whole GPUs and MIG instances a pod's containers
+// request (limits, which the device plugin requires to equal requests).
+// Init containers are not counted: they have finished before the pod runs.
+func GPURequests(pod *corev1.Pod) (whole, mig int) {
+	for _, c := range pod.Spec.Containers {
+		for name, q := range c.Resources.Limits {
+			switch {
+			case name == resourceGPU:
+				whole += int(q.Value())
+			case strings.HasPrefix(string(name), resourceMIGPrefix):
+				mig += int(q.Value())
+			}
+		}
+	}
+	return whole, mig
+}
+
+// keptAnnotation reports whether the janitor needs a pod annotation: its
+// own, kube-janitor's, and the owner's.
+func keptAnnotation(k string) bool {
+	return strings.HasPrefix(k, "kubemedic.io/") || strings.HasPrefix(k, "janitor/")
+}
+
+// CacheOptions caches what the janitor needs. Every pod is watched (GPU
+// pods can be in any namespace), but a pod that requests no GPU is kept as
+// its identity alone, and a GPU pod keeps its identity, labels, the
+// janitor's annotations, owners, node, phase, start time, PodScheduled
+// condition and one container holding its GPU limits. Workload controllers
+// are cached as metadata only (their annotations and owners).
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Transform: stripPod},
+		},
+	}
+}
+
+func stripPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+		},
+	}
+	whole, mig := GPURequests(pod)
+	if whole+mig == 0 {
+		return out, nil
+	}
+	out.Labels = pod.Labels
+	for k, v := range pod.Annotations {
+		if keptAnnotation(k) {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[k] = v
+		}
+	}
+	out.OwnerReferences = pod.OwnerReferences
+	out.CreationTimestamp = pod.CreationTimestamp
+	out.DeletionTimestamp = pod.DeletionTimestamp
+	out.Spec.NodeName = pod.Spec.NodeName
+	limits := corev1.ResourceList{}
+	for _, c := range pod.Spec.Containers {
+		for name, q := range c.Resources.Limits {
+			if name == resourceGPU || strings.HasPrefix(string(name), resourceMIGPrefix) {
+				if cur, ok := limits[name]; ok {
+					q.Add(cur)
+				}
+				limits[name] = q
+			}
+		}
+	}
+	out.Spec.Containers = []corev1.Container{{Name: "gpus", Resources: corev1.ResourceRequirements{Limits: limits}}}
+	out.Status.Phase = pod.Status.Phase
+	out.Status.StartTime = pod.Status.StartTime
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			out.Status.Conditions = []corev1.PodCondition{c}
+		}
+	}
+	return out, nil
+}
+
+// SetupIndexes registers the field indexes.
+func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
+	if err := idx.IndexField(ctx, &corev1.Pod{}, indexGPUPod, func(o client.Object) []string {
+		if w, m := GPURequests(o.(*corev1.Pod)); w+m > 0 {
+			return []string{"true"}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index GPU pods: %w", err)
+	}
+	return nil
+}
+
+// Kinds of workload controllers the janitor follows from a pod, cached as
+// metadata only.
+var (
+	gvkReplicaSet  = appsv1.SchemeGroupVersion.WithKind("ReplicaSet")
+	gvkDeployment  = appsv1.SchemeGroupVersion.WithKind("Deployment")
+	gvkStatefulSet = appsv1.SchemeGroupVersion.WithKind("StatefulSet")
+	gvkDaemonSet   = appsv1.SchemeGroupVersion.WithKind("DaemonSet")
+	gvkJob         = batchv1.SchemeGroupVersion.WithKind("Job")
+)

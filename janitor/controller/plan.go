@@ -1,0 +1,228 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/internal/notify"
+	"github.com/kubemedic/kubemedic/janitor/decide"
+	"github.com/kubemedic/kubemedic/janitor/gpuutil"
+	"github.com/kubemedic/kubemedic/policies"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+)
+
+// PodPlan is the decision for one GPU pod, with what it was made from.
+type PodPlan struct {
+	Pod *corev1.Pod
+	// Selected is false when no reclaim policy selects the pod.
+	Selected bool
+	Rules    policies.Reclaim
+	Facts    decide.Pod
+	Verdict  decide.Verdict
+	Decision decide.Decision
+	Notice   *decide.Notice
+	// Recipient is who is told; HasRecipient is false when nobody can be.
+	Recipient    notify.Recipient
+	HasRecipient bool
+	// Problems: invalid annotations and owner values, one Warning each.
+	Problems []string
+	// Err is set when the pod's facts could not be read; the pod is left
+	// alone this cycle.
+	Err error
+}
+
+// IgnoredPolicy is a namespaced ReclaimPolicy looser than a cluster policy
+// selecting its namespace: it is not enforced.
+type IgnoredPolicy struct {
+	Policy *v1alpha1.ReclaimPolicy
+	Why    string
+}
+
+// Plan is one cycle's decisions.
+type Plan struct {
+	Now     time.Time
+	Pods    []PodPlan
+	Queries []gpuutil.Query
+	Results map[gpuutil.Query]gpuutil.Result
+	Ignored []IgnoredPolicy
+}
+
+// PlanInput is what Plan reads.
+type PlanInput struct {
+	// Reader reads policies, namespaces and workload metadata: the cache
+	// in the controller, a read-only API client in `kubemedic janitor plan`.
+	Reader client.Reader
+	// Pods are the candidate pods; pods without GPUs are skipped.
+	Pods   []corev1.Pod
+	Source gpuutil.Source
+	Now    time.Time
+	// NotifierReady is false when Slack is not configured.
+	NotifierReady  bool
+	DefaultChannel string
+	SelfNamespace  string
+}
+
+// MakePlan judges every GPU pod. It makes one Prometheus query per
+// distinct (metric, window) among the idle rules of the running pods.
+func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
+	var clusters v1alpha1.ClusterReclaimPolicyList
+	if err := in.Reader.List(ctx, &clusters); err != nil {
+		return nil, fmt.Errorf("list ClusterReclaimPolicies: %w", err)
+	}
+	var nsPolicies v1alpha1.ReclaimPolicyList
+	if err := in.Reader.List(ctx, &nsPolicies); err != nil {
+		return nil, fmt.Errorf("list ReclaimPolicies: %w", err)
+	}
+	var nsList corev1.NamespaceList
+	if err := in.Reader.List(ctx, &nsList); err != nil {
+		return nil, fmt.Errorf("list namespaces: %w", err)
+	}
+	namespaces := make(map[string]*corev1.Namespace, len(nsList.Items))
+	for i := range nsList.Items {
+		namespaces[nsList.Items[i].Name] = &nsList.Items[i]
+	}
+	plan := &Plan{Now: in.Now}
+
+	// Cluster policies per namespace, and the namespaced policies that
+	// pass CheckReclaimOverride against every one of them.
+	clusterFor := map[string][]*v1alpha1.ClusterReclaimPolicy{}
+	selecting := func(ns string) []*v1alpha1.ClusterReclaimPolicy {
+		if cs, ok := clusterFor[ns]; ok {
+			return cs
+		}
+		var labels map[string]string
+		if n := namespaces[ns]; n != nil {
+			labels = n.Labels
+		}
+		var cs []*v1alpha1.ClusterReclaimPolicy
+		for i := range clusters.Items {
+			if policies.SelectsNamespace(&clusters.Items[i], ns, labels) {
+				cs = append(cs, &clusters.Items[i])
+			}
+		}
+		clusterFor[ns] = cs
+		return cs
+	}
+	validNS := map[string][]*v1alpha1.ReclaimPolicy{}
+	for i := range nsPolicies.Items {
+		np := &nsPolicies.Items[i]
+		var why []string
+		for _, c := range selecting(np.Namespace) {
+			for _, e := range policies.CheckReclaimOverride(np, c) {
+				why = append(why, e.Error())
+			}
+		}
+		if len(why) > 0 {
+			plan.Ignored = append(plan.Ignored, IgnoredPolicy{Policy: np, Why: fmt.Sprintf("%v", why)})
+			continue
+		}
+		validNS[np.Namespace] = append(validNS[np.Namespace], np)
+	}
+
+	type pending struct {
+		idx    int
+		target decide.Target
+		exempt string
+	}
+	var todo []pending
+	seen := map[gpuutil.Query]bool{}
+	for i := range in.Pods {
+		pod := &in.Pods[i]
+		if w, m := GPURequests(pod); w+m == 0 || pod.DeletionTimestamp != nil ||
+			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		pp := PodPlan{Pod: pod}
+		notice, err := decide.ParseNotice(pod.Annotations[v1alpha1.AnnotationReclaimNotice])
+		pp.Notice = notice
+		chain, cerr := controllerChain(ctx, in.Reader, pod)
+		if cerr != nil {
+			pp.Err = cerr
+			plan.Pods = append(plan.Pods, pp)
+			continue
+		}
+		ns := namespaces[pod.Namespace]
+		pp.Facts = podFacts(pod, chain, ns)
+		var cs []*v1alpha1.ClusterReclaimPolicy
+		exempt := exemption(pod, chain, in.SelfNamespace)
+		for _, c := range selecting(pod.Namespace) {
+			if policies.ExemptsPod(c, pod.Labels) && exempt == "" {
+				exempt = "exempted by ClusterReclaimPolicy " + c.Name
+			}
+			cs = append(cs, c)
+		}
+		var ns2 []*v1alpha1.ReclaimPolicy
+		for _, np := range validNS[pod.Namespace] {
+			if policies.SelectsPod(np, pod.Labels) {
+				ns2 = append(ns2, np)
+			}
+		}
+		pp.Rules, pp.Selected = policies.MergeReclaim(cs, ns2)
+		if !pp.Selected && notice == nil && err == nil {
+			continue
+		}
+		if pod.Annotations[v1alpha1.AnnotationReclaim] == v1alpha1.ReclaimDisabled && exempt == "" {
+			if pp.Rules.AllowOptOut {
+				exempt = "the owner opted out with " + v1alpha1.AnnotationReclaim + "=" + v1alpha1.ReclaimDisabled
+			} else {
+				pp.Problems = append(pp.Problems, fmt.Sprintf("annotation %s=%s is ignored: the reclaim policies (%v) do not allow opt-out",
+					v1alpha1.AnnotationReclaim, v1alpha1.ReclaimDisabled, pp.Rules.Policies))
+			}
+		}
+		if !pp.Selected && exempt == "" {
+			exempt = "no reclaim policy selects the pod any more"
+		}
+		var nsObj *corev1.Namespace = ns
+		if nsObj == nil {
+			nsObj = &corev1.Namespace{}
+			nsObj.Name = pod.Namespace
+		}
+		rcpt, probs, ok := notify.ResolveOwner(pod, nsObj, in.DefaultChannel)
+		pp.Recipient, pp.HasRecipient = rcpt, ok
+		pp.Problems = append(pp.Problems, probs...)
+		if err != nil {
+			pp.Decision = decide.Next(decide.Input{Now: in.Now, NoticeErr: err})
+			plan.Pods = append(plan.Pods, pp)
+			continue
+		}
+		if pp.Rules.Idle != nil && pod.Status.Phase == corev1.PodRunning && exempt == "" {
+			for _, q := range decide.Queries(&pp.Facts, pp.Rules.Idle.Window.Duration) {
+				if !seen[q] {
+					seen[q] = true
+					plan.Queries = append(plan.Queries, q)
+				}
+			}
+		}
+		todo = append(todo, pending{idx: len(plan.Pods), target: target(pod, chain), exempt: exempt})
+		plan.Pods = append(plan.Pods, pp)
+	}
+
+	sort.Slice(plan.Queries, func(i, j int) bool {
+		a, b := plan.Queries[i], plan.Queries[j]
+		return a.Metric < b.Metric || a.Metric == b.Metric && a.Window < b.Window
+	})
+	if len(plan.Queries) > 0 {
+		plan.Results = in.Source.Fetch(ctx, plan.Queries, in.Now)
+	}
+	for _, t := range todo {
+		pp := &plan.Pods[t.idx]
+		var idle decide.Idle
+		if pp.Rules.Idle != nil {
+			idle = decide.IdleFromMetrics(&pp.Facts, pp.Rules.Idle.Window.Duration, plan.Results)
+		}
+		pp.Verdict = decide.Judge(&pp.Facts, pp.Rules, idle, in.Now)
+		ready := in.NotifierReady && pp.HasRecipient
+		pp.Decision = decide.Next(decide.Input{
+			Now: in.Now, Reclaim: pp.Rules, Exempt: t.exempt, Verdict: pp.Verdict, Notice: pp.Notice,
+			Snooze: pp.Pod.Annotations[v1alpha1.AnnotationReclaimSnoozeUntil], Target: t.target,
+			NotifierReady: ready, PodName: pp.Pod.Name,
+		})
+		pp.Problems = append(pp.Problems, pp.Decision.Problems...)
+	}
+	return plan, nil
+}
