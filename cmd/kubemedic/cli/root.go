@@ -57,6 +57,9 @@ runs a local demo cluster of simulated GPU nodes.`,
   # What would this policy do on the cluster now? (reads only)
   kubemedic policy simulate -f gpu-xid.yaml
 
+  # Which GPU pods would the janitor notify or reclaim, and why? (reads only)
+  kubemedic janitor plan --prometheus-url http://localhost:9090
+
   # Start a local control plane with 16 simulated GPU nodes and the examples
   kubemedic demo`,
 		SilenceUsage:  true,
@@ -65,7 +68,7 @@ runs a local demo cluster of simulated GPU nodes.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newPolicyCommand(stdout, stderr), newDemoCommand(stdout, stderr))
-	root.AddCommand(newAlertbridgeCommand(stdout, stderr))
+	root.AddCommand(newAlertbridgeCommand(stdout, stderr), newJanitorCommand(stdout, stderr))
 	return root
 }
 
