@@ -64,6 +64,8 @@ type Janitor struct {
 	Identity       string
 	DefaultChannel string
 	SelfNamespace  string
+	// Log is the janitor's logger.
+	Log logr.Logger
 
 	// mu guards reported: the last Event key per object, so an unchanged
 	// decision that has no state on the pod (dry run, blocked notice,
@@ -79,7 +81,7 @@ func (j *Janitor) NeedLeaderElection() bool { return true }
 
 // Start runs a cycle every Interval until ctx ends.
 func (j *Janitor) Start(ctx context.Context) error {
-	log := logr.FromContextOrDiscard(ctx).WithName("janitor")
+	log := j.Log
 	ctx = logr.NewContext(ctx, log)
 	for {
 		if _, err := j.Cycle(ctx); err != nil {

@@ -180,6 +180,7 @@ func New(mgr ctrl.Manager, o Options) (*Janitor, error) {
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Source: src, Notifier: o.Notifier, NotifierReady: ready,
 		Recorder: mgr.GetEventRecorder("kubemedic-janitor"), Clock: o.Clock, Metrics: m, Interval: o.Interval,
 		Identity: o.Identity, DefaultChannel: o.DefaultChannel, SelfNamespace: o.Namespace,
+		Log: mgr.GetLogger().WithName("janitor"),
 	}, nil
 }
 

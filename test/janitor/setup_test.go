@@ -88,7 +88,7 @@ type janitor struct {
 func (w *world) janitor(mut ...func(*controller.ManagerOptions)) *janitor {
 	o := controller.ManagerOptions{
 		Options: controller.Options{Namespace: janitorNS, PrometheusURL: w.prom.URL, Interval: cycle, Staleness: 3 * time.Second,
-			Notifier: notify.NewSlack("xoxb-test-token", notify.SlackOptions{APIURL: w.slack.URL()}), Identity: "janitor-test"},
+			Notifier: notify.NewSlack(notifytest.Token, notify.SlackOptions{APIURL: w.slack.URL()}), Identity: "janitor-test"},
 		MetricsAddr: "0", ProbeAddr: "0",
 	}
 	for _, m := range mut {
