@@ -36,6 +36,8 @@ type Target struct {
 	// OwnerKind is the controller's kind for TargetUnsupported, e.g.
 	// "RayCluster".
 	OwnerKind string
+	// APIVersion of a Notebook, e.g. kubeflow.org/v1.
+	APIVersion string
 }
 
 // Effective is the target after the policy: an unsupported owner becomes
