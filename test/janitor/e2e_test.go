@@ -39,8 +39,8 @@ func TestReclaimLifecycle(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	w.installNotebookCRD()
-	w.slack.AddUser("U100", "alice@example.com")
-	w.slack.AddUser("U200", "bob@example.com")
+	w.slack.AddUser("U0ALICE001", "alice@example.com")
+	w.slack.AddUser("U0BOB00002", "bob@example.com")
 	w.clusterPolicy("reclaim", func(s *v1alpha1.ClusterReclaimPolicySpec) {
 		s.MaxPending = &metav1.Duration{Duration: 5 * time.Second}
 		s.Description = "test cluster policy"
@@ -62,7 +62,7 @@ func TestReclaimLifecycle(t *testing.T) {
 	// Bare pod, idle, then busy during the grace period. Owner by pod annotation: a Slack user ID.
 	busy := w.gpuPod("busy", "shell", 2)
 	w.util(busy, 2, 0)
-	patchPod(t, w, busy, `{"metadata":{"annotations":{"kubemedic.io/owner":"U200"}}}`)
+	patchPod(t, w, busy, `{"metadata":{"annotations":{"kubemedic.io/owner":"U0BOB00002"}}}`)
 
 	// Deployment pod, idle, snoozed by its owner.
 	dep, err := w.env.CreatePod(ctx, harness.PodSpec{Namespace: "snooze", OwnerName: "serve", Owner: harness.OwnerDeployment, NodeName: w.node, GPUs: 1})
@@ -100,7 +100,7 @@ func TestReclaimLifecycle(t *testing.T) {
 	// Stuck pending and expired come first (no window to wait for).
 	pendMsg := w.waitMessage(job, "will be reclaimed", 30*time.Second)
 	require.Contains(t, pendMsg.Text, schedMsg, "the notice quotes the scheduler")
-	require.Equal(t, w.slack.DMChannel("U100"), pendMsg.Channel, "DM to the namespace owner's email")
+	require.Equal(t, w.slack.DMChannel("U0ALICE001"), pendMsg.Channel, "DM to the namespace owner's email")
 	require.Contains(t, pendMsg.Text, "kubemedic.io/reclaim-snooze-until=", "the notice says how to keep the pod")
 	w.waitMessage(expired, "janitor/ttl=1s on namespace expiry", 30*time.Second)
 	require.Eventually(t, func() bool { return len(w.events(badTTL, controller.EventInvalidValue)) > 0 }, 20*time.Second, 200*time.Millisecond)
@@ -111,7 +111,7 @@ func TestReclaimLifecycle(t *testing.T) {
 	require.Contains(t, nbNotice.Text, "GPU utilisation at most 1% over the last 20s on 1 GPU")
 	require.Contains(t, nbNotice.Text, "stop Kubeflow Notebook alice-nb")
 	busyNotice := w.waitMessage(busy, "will be reclaimed", 30*time.Second)
-	require.Equal(t, w.slack.DMChannel("U200"), busyNotice.Channel, "DM to the user ID on the pod")
+	require.Equal(t, w.slack.DMChannel("U0BOB00002"), busyNotice.Channel, "DM to the user ID on the pod")
 	depNotice := w.waitMessage(dep, "will be reclaimed", 30*time.Second)
 	w.waitMessage(ssPod, "will be reclaimed", 30*time.Second)
 
@@ -185,7 +185,7 @@ func TestReclaimLifecycle(t *testing.T) {
 // reaped, and the pods are counted as unknown.
 func TestMissingMetricsNeverReap(t *testing.T) {
 	w := newWorld(t)
-	w.slack.AddUser("U100", "alice@example.com")
+	w.slack.AddUser("U0ALICE001", "alice@example.com")
 	w.clusterPolicy("reclaim", nil)
 	w.namespace("team", "alice@example.com")
 	stops := w.gpuPod("team", "stops", 1)
@@ -221,7 +221,7 @@ func TestMissingMetricsNeverReap(t *testing.T) {
 // no second notice, the same deadline, and the reclaim happens at it.
 func TestSlackFailuresAndRestart(t *testing.T) {
 	w := newWorld(t)
-	w.slack.AddUser("U100", "alice@example.com")
+	w.slack.AddUser("U0ALICE001", "alice@example.com")
 	w.clusterPolicy("reclaim", func(s *v1alpha1.ClusterReclaimPolicySpec) {
 		s.Idle = nil
 		s.MaxLifetime = &metav1.Duration{Duration: 3 * time.Second}
