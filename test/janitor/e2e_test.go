@@ -2,6 +2,7 @@ package janitor_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -302,4 +303,97 @@ func patchNS(t *testing.T, w *world, ns, patch string) {
 	t.Helper()
 	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
 	require.NoError(t, w.env.Client.Patch(context.Background(), obj, client.RawPatch("application/merge-patch+json", []byte(patch))))
+}
+
+// TestDryRunAndPolicyChecks: a dry-run policy without notify writes nothing
+// to the pod and sends nothing, only "would" Events, once; with notify the
+// notice goes out marked as a dry run and the thread says what a live
+// policy would have done, and nothing is deleted. A namespaced policy
+// looser than the cluster policy is not enforced and gets a Warning.
+func TestDryRunAndPolicyChecks(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.slack.AddUser("U0ALICE001", "alice@example.com")
+	life := func(name, ns string, notify bool) {
+		w.clusterPolicy(name, func(s *v1alpha1.ClusterReclaimPolicySpec) {
+			s.Idle = nil
+			s.MaxLifetime = &metav1.Duration{Duration: 2 * time.Second}
+			s.GracePeriod = &metav1.Duration{Duration: 3 * time.Second}
+			s.DryRun = &v1alpha1.ReclaimDryRun{Enabled: true, Notify: notify}
+			s.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+		})
+	}
+	life("quiet", "quiet", false)
+	life("loud", "loud", true)
+	w.namespace("quiet", "alice@example.com")
+	w.namespace("loud", "alice@example.com")
+	loose := &v1alpha1.ReclaimPolicy{ObjectMeta: metav1.ObjectMeta{Name: "loose", Namespace: "quiet"},
+		Spec: v1alpha1.ReclaimPolicySpec{ReclaimRules: v1alpha1.ReclaimRules{MaxLifetime: &metav1.Duration{Duration: time.Hour}}}}
+	require.NoError(t, w.env.Client.Create(ctx, loose))
+	quiet := w.gpuPod("quiet", "p", 1)
+	loud := w.gpuPod("loud", "p", 1)
+	j := w.janitor().start()
+
+	done := w.waitMessage(loud, "Dry run: the grace period", 30*time.Second)
+	require.Contains(t, done.Text, "A live policy would now delete pod p")
+	notice := w.messagesFor(loud)[0]
+	require.Contains(t, notice.Text, "dry run: nothing will be changed")
+	require.Equal(t, notice.TS, done.ThreadTS)
+	require.True(t, w.notice(loud).DryRun)
+	require.NotEmpty(t, w.events(loud, controller.EventWouldReclaim))
+
+	require.Eventually(t, func() bool { return len(w.events(quiet, controller.EventWouldNotify)) > 0 }, 20*time.Second, 200*time.Millisecond)
+	time.Sleep(5 * cycle)
+	require.Len(t, w.events(quiet, controller.EventWouldNotify), 1, "an unchanged dry-run decision is evented once")
+	got, err := w.getPod(quiet)
+	require.NoError(t, err)
+	require.Empty(t, got.Annotations[v1alpha1.AnnotationReclaimNotice], "dry run without notify writes nothing to the pod")
+	require.Empty(t, w.messagesFor(quiet))
+	for _, p := range []*corev1.Pod{quiet, loud} {
+		_, err := w.getPod(p)
+		require.NoError(t, err, "dry run deletes nothing")
+	}
+	require.Zero(t, j.metric("kubemedic_janitor_reclaimed_pods_total", nil))
+
+	ignored := w.events(loose, controller.EventPolicyIgnored)
+	require.Len(t, ignored, 1)
+	require.Contains(t, ignored[0], "spec.maxLifetime")
+}
+
+// TestTwoJanitorsOneNotice: two janitors act at once (no leader election,
+// as after a split brain): the claim on the pod lets only one send each
+// notice, and each pod is reclaimed once.
+func TestTwoJanitorsOneNotice(t *testing.T) {
+	w := newWorld(t)
+	w.slack.AddUser("U0ALICE001", "alice@example.com")
+	w.clusterPolicy("reclaim", func(s *v1alpha1.ClusterReclaimPolicySpec) {
+		s.Idle = nil
+		s.MaxLifetime = &metav1.Duration{Duration: 2 * time.Second}
+		s.GracePeriod = &metav1.Duration{Duration: 4 * time.Second}
+	})
+	w.namespace("team", "alice@example.com")
+	var pods []*corev1.Pod
+	for i := 0; i < 8; i++ {
+		pods = append(pods, w.gpuPod("team", fmt.Sprintf("p%d", i), 1))
+	}
+	for _, id := range []string{"janitor-a", "janitor-b"} {
+		w.janitor(func(o *controller.ManagerOptions) { o.Identity = id }).start()
+	}
+	for _, p := range pods {
+		w.waitMessage(p, "Reclaimed", 40*time.Second)
+	}
+	time.Sleep(3 * cycle)
+	for _, p := range pods {
+		notices, results := 0, 0
+		for _, m := range w.messagesFor(p) {
+			switch {
+			case m.ThreadTS == "":
+				notices++
+			case strings.Contains(m.Text, "Reclaimed"):
+				results++
+			}
+		}
+		require.Equal(t, 1, notices, "notices about %s: %v", p.Name, w.texts(p))
+		require.GreaterOrEqual(t, results, 1)
+	}
 }
