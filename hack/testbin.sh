@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # testbin.sh builds the real binaries the integration tests run against
-# (kube-apiserver, etcd, kwok, node-problem-detector) from their Go modules
-# into a versioned cache directory outside the repository, plus the kwok
-# stages file. It is idempotent: a binary that is already there is not
-# rebuilt, so a second run takes seconds.
+# (kube-apiserver, etcd, kubectl, kwok, node-problem-detector, Prometheus
+# with promtool, Alertmanager with amtool) from their Go modules into a
+# versioned cache directory outside the repository, plus the kwok stages
+# file. It is idempotent: a binary that is already there is not rebuilt, so
+# a second run takes seconds.
+#
+# Prometheus and Alertmanager live in sibling directories keyed by their own
+# versions and are symlinked into the main directory, so that bumping one of
+# them rebuilds only it (and bumping Kubernetes does not rebuild them). The
+# keys carry versions only: after changing how something is built (tags,
+# flags), run `make clean-testbin`.
 #
 # Usage: hack/testbin.sh            build what is missing, print the directory
 #        hack/testbin.sh --print    only print the directory
@@ -14,18 +21,23 @@ KUBE_STAGING_VERSION=${KUBE_STAGING_VERSION:-v0.36.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 NPD_VERSION=${NPD_VERSION:-v1.36.0}
+# Prometheus 3.x is published as module versions v0.3xx.y (v0.316.0 is 3.16.0).
+PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
+ALERTMANAGER_VERSION=${ALERTMANAGER_VERSION:-v0.35.0}
 
 # The directory name carries every version, so changing one builds a fresh set.
 KEY="k8s-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_npd-${NPD_VERSION}"
 CACHE_ROOT=${KUBEMEDIC_TESTBIN_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/kubemedic/testbin}
 DIR="$CACHE_ROOT/$KEY"
+PROM_DIR="$CACHE_ROOT/prometheus-${PROMETHEUS_VERSION}"
+AM_DIR="$CACHE_ROOT/alertmanager-${ALERTMANAGER_VERSION}"
 
 if [[ "${1:-}" == "--print" ]]; then
   echo "$DIR"
   exit 0
 fi
 
-mkdir -p "$DIR"
+mkdir -p "$DIR" "$PROM_DIR" "$AM_DIR"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kubemedic-testbin.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
@@ -170,6 +182,69 @@ build_npd() {
     && mv "$DIR/node-problem-detector.tmp" "$DIR/node-problem-detector")
 }
 
+# module_dir MODULE@VERSION prints the module's directory in the module cache,
+# downloading it first.
+module_dir() {
+  local json
+  json=$(cd "$WORK" && go mod download -json "$1") || return 1
+  echo "$json" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'
+}
+
+# version_ldflags DIR prints the -ldflags that stamp the version of the
+# Prometheus project whose source is in DIR (its VERSION file) into a binary,
+# as its own release builds do, so that --version and build_info are right.
+version_ldflags() {
+  echo "-X github.com/prometheus/common/version.Version=$(tr -d '[:space:]' <"$1/VERSION")"
+}
+
+build_prometheus() {
+  # go install from the module itself: its go.mod has no replace directives,
+  # so this builds with exactly the dependency versions it was released with.
+  # remove_all_sd leaves out every service discovery but static, file and
+  # http (the cloud ones double the binary and the build time); the web UI
+  # is served from files that are not there (no builtinassets tag): tests use
+  # the API only.
+  local src
+  src=$(module_dir "github.com/prometheus/prometheus@${PROMETHEUS_VERSION}") || return 1
+  mkdir -p "$WORK/prometheus-bin" || return 1
+  GOFLAGS= GOBIN="$WORK/prometheus-bin" go install -trimpath -tags remove_all_sd -ldflags "$(version_ldflags "$src")" \
+    "github.com/prometheus/prometheus/cmd/prometheus@${PROMETHEUS_VERSION}" \
+    "github.com/prometheus/prometheus/cmd/promtool@${PROMETHEUS_VERSION}" \
+    && mv "$WORK/prometheus-bin/prometheus" "$WORK/prometheus-bin/promtool" "$PROM_DIR/"
+}
+
+build_alertmanager() {
+  # Alertmanager's ui package embeds ui/app/dist (//go:embed app/dist), which
+  # its release process builds with npm and which is not committed, so not in
+  # the module zip either: building from the module fails with "pattern
+  # app/dist: no matching files found". Build a copy of the module's source
+  # instead, with a placeholder page where the UI would be (the tests use the
+  # API only), as the main module with its own go.mod and go.sum.
+  local src m="$WORK/alertmanager-src"
+  src=$(module_dir "github.com/prometheus/alertmanager@${ALERTMANAGER_VERSION}") || return 1
+  cp -R "$src" "$m" && chmod -R u+w "$m" || return 1
+  local d
+  for d in elm mantine; do
+    mkdir -p "$m/ui/app/dist/$d" || return 1
+    echo '<!doctype html><title>Alertmanager</title><p>Web UI not built (kubemedic hack/testbin.sh); the API is at /api/v2/.</p>' \
+      >"$m/ui/app/dist/$d/index.html" || return 1
+  done
+  mkdir -p "$WORK/alertmanager-bin" || return 1
+  (cd "$m" && GOFLAGS= go build -trimpath -ldflags "$(version_ldflags "$m")" -o "$WORK/alertmanager-bin/" ./cmd/alertmanager ./cmd/amtool) \
+    && mv "$WORK/alertmanager-bin/alertmanager" "$WORK/alertmanager-bin/amtool" "$AM_DIR/"
+}
+
+# link DIR NAME... symlinks each DIR/NAME into $DIR, replacing a link to
+# another version; the tests find every binary in $DIR.
+link() {
+  local from=$1 name target; shift
+  for name in "$@"; do
+    target="../$(basename "$from")/$name"
+    [[ -L "$DIR/$name" && "$(readlink "$DIR/$name")" == "$target" ]] && continue
+    ln -sfn "$target" "$DIR/$name"
+  done
+}
+
 echo "testbin: cache $DIR"
 have etcd || run etcd "build etcd ${ETCD_VERSION} (about 30s)" build_etcd
 have kube-apiserver || run kube-apiserver "build kube-apiserver ${KUBE_VERSION} (about 5 min on 2 cores)" build_apiserver
@@ -177,8 +252,20 @@ have kubectl || run kubectl "build kubectl ${KUBE_VERSION} (about 2 min)" build_
 have kwok || run kwok "build kwok ${KWOK_VERSION} (about 1 min)" build_kwok
 [[ -f "$DIR/kwok-stages.yaml" ]] && echo "testbin: kwok-stages.yaml present in $DIR" || run kwok-stages "write kwok stages (node-fast, heartbeat-with-lease, pod-fast)" kwok_stages
 have node-problem-detector || run npd "build node-problem-detector ${NPD_VERSION} (about 2 min)" build_npd
+if [[ -x "$PROM_DIR/prometheus" && -x "$PROM_DIR/promtool" ]]; then
+  echo "testbin: prometheus, promtool present in $PROM_DIR"
+else
+  run prometheus "build prometheus, promtool ${PROMETHEUS_VERSION} (about 4 min)" build_prometheus
+fi
+link "$PROM_DIR" prometheus promtool
+if [[ -x "$AM_DIR/alertmanager" && -x "$AM_DIR/amtool" ]]; then
+  echo "testbin: alertmanager, amtool present in $AM_DIR"
+else
+  run alertmanager "build alertmanager, amtool ${ALERTMANAGER_VERSION} (about 1 min)" build_alertmanager
+fi
+link "$AM_DIR" alertmanager amtool
 
-for b in etcd kube-apiserver kubectl kwok node-problem-detector; do
+for b in etcd kube-apiserver kubectl kwok node-problem-detector prometheus promtool alertmanager amtool; do
   [[ -x "$DIR/$b" ]] || { STEP=verify; echo "testbin: $b missing after build" >&2; exit 1; }
 done
 echo "testbin: ready: $DIR"

@@ -66,9 +66,7 @@ func (s *syncBuffer) String() string {
 // receiver) to the bridge's port, and writes the bridge's config.
 func newWorld(t *testing.T, bridgeConfig string, webhooks int) *world {
 	t.Helper()
-	if _, err := exec.LookPath(harness.AlertmanagerBinary); err != nil {
-		t.Skipf("skipping: %s is not installed (apt-get install prometheus-alertmanager)", harness.AlertmanagerBinary)
-	}
+	harness.Tool(t, harness.AlertmanagerBinary) // fail before starting anything when it is missing
 	w := &world{t: t, fake: ghfake.New(), dir: t.TempDir(), port: harness.FreePort(t), logs: &syncBuffer{}}
 	t.Cleanup(w.fake.Close)
 	w.fake.AddRepo(repo)

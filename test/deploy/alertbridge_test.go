@@ -299,10 +299,7 @@ type alertmanagerConfig struct {
 // (and the bridge's own alerts elsewhere), and that the webhook reaches the
 // bridge's Service with a bearer token.
 func TestAlertmanagerReceiver(t *testing.T) {
-	amtool, err := exec.LookPath("amtool")
-	if err != nil {
-		t.Skip("amtool is not installed (Debian package prometheus-alertmanager; .ci/run installs it)")
-	}
+	amtool := harness.Tool(t, "amtool")
 	file := filepath.Join(repoRoot(t), alertbridgeDir, "alertmanager-receiver.yaml")
 	out, err := exec.Command(amtool, "check-config", file).CombinedOutput()
 	require.NoError(t, err, "amtool check-config:\n%s", out)

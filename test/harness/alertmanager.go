@@ -7,15 +7,15 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 )
 
-// AlertmanagerBinary is Debian's Alertmanager (package prometheus-alertmanager);
-// building it from its module fails because its UI assets are not in it.
-const AlertmanagerBinary = "prometheus-alertmanager"
+// AlertmanagerBinary is the name of Alertmanager in the test binaries'
+// directory (BinDir); hack/testbin.sh builds it from its Go module, without
+// its web UI.
+const AlertmanagerBinary = "alertmanager"
 
 // Alertmanager is a real Alertmanager process on a 127.0.0.1 port with a
 // temporary data directory.
@@ -34,15 +34,12 @@ func FreePort(tb testing.TB) int {
 	return p
 }
 
-// StartAlertmanager runs Alertmanager with the given alertmanager.yml and
-// stops it when the test ends. It skips the test, saying why, when the
-// binary is not installed.
+// StartAlertmanager runs the test binaries' Alertmanager with the given
+// alertmanager.yml and stops it when the test ends. It fails the test, saying
+// to run `make testbin`, when the binary is missing (see Tool).
 func StartAlertmanager(tb testing.TB, configYAML string) *Alertmanager {
 	tb.Helper()
-	bin, err := exec.LookPath(AlertmanagerBinary)
-	if err != nil {
-		tb.Skipf("skipping: %s is not installed (apt-get install prometheus-alertmanager): %v", AlertmanagerBinary, err)
-	}
+	bin := Tool(tb, AlertmanagerBinary)
 	dir := tb.TempDir()
 	cfg := filepath.Join(dir, "alertmanager.yml")
 	if err := os.WriteFile(cfg, []byte(configYAML), 0o600); err != nil {

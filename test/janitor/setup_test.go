@@ -51,7 +51,6 @@ type world struct {
 	prom  *harness.Prometheus
 	slack *notifytest.Server
 	node  string
-	gpu   int
 }
 
 func newWorld(t *testing.T) *world {

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -344,7 +343,7 @@ func writeFailure(w http.ResponseWriter, f Failure) {
 	if f.Disconnect {
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
-				_ = conn.(net.Conn).Close()
+				_ = conn.Close()
 				return
 			}
 		}
