@@ -81,21 +81,12 @@ func writeRulesFile(t *testing.T) (dir string) {
 	return dir
 }
 
-func lookPromtool(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Skip("promtool is not installed (Debian package prometheus; .ci/run installs it)")
-	}
-	return p
-}
-
 // TestPrometheusRulesPromtool checks the rules with Prometheus' own
 // promtool: `check rules` (syntax, PromQL, templates) and `test rules`, the
 // unit tests in deploy/prometheus/rules_test.yaml that feed series and
 // assert which alerts fire, when, with which labels and annotations.
 func TestPrometheusRulesPromtool(t *testing.T) {
-	promtool := lookPromtool(t)
+	promtool := harness.Tool(t, "promtool")
 	dir := writeRulesFile(t)
 
 	check := exec.Command(promtool, "check", "rules", "kubemedic-rules.yaml")
@@ -224,13 +215,14 @@ func unitTestedAlerts(t *testing.T) map[string]bool {
 }
 
 // metricSources returns the kubemedic_* metric names that appear as string
-// literals in the remediator's and the alertbridge's non-test Go files.
+// literals in the remediator's, the alertbridge's and the janitor's non-test
+// Go files.
 func metricSources(t *testing.T) map[string]bool {
 	t.Helper()
 	root := repoRoot(t)
 	lit := regexp.MustCompile(`"(kubemedic_[a-z0-9_]+)"`)
 	names := map[string]bool{}
-	for _, dir := range []string{"remediator", "alertbridge"} {
+	for _, dir := range []string{"remediator", "alertbridge", "janitor"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 				return err
@@ -320,7 +312,7 @@ func TestPrometheusKustomization(t *testing.T) {
 		}
 		require.Len(t, matched, 1, "ServiceMonitor %s selects exactly one Service", d.Obj.GetName())
 	}
-	require.ElementsMatch(t, []string{"PrometheusRule", "ServiceMonitor", "ServiceMonitor"}, kinds)
+	require.ElementsMatch(t, []string{"PrometheusRule", "ServiceMonitor", "ServiceMonitor", "ServiceMonitor"}, kinds)
 
 	jobRef := regexp.MustCompile(`up\{job="([^"]+)"\}`)
 	pr := readPrometheusRule(t)
@@ -333,5 +325,5 @@ func TestPrometheusKustomization(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 2, refs, "the remediator's and the bridge's down alerts")
+	require.Equal(t, 3, refs, "the remediator's, the bridge's and the janitor's down alerts")
 }
