@@ -22,7 +22,7 @@ help: ## Show the targets
 build: ## Build every binary into bin/
 	go build -o bin/ ./cmd/...
 
-testbin: ## Build kube-apiserver, etcd, kwok and NPD into the versioned cache (idempotent)
+testbin: ## Build kube-apiserver, etcd, kubectl, kwok, NPD, Prometheus, promtool, Alertmanager and amtool into the versioned cache (idempotent)
 	hack/testbin.sh
 
 test: testbin $(CONTROLLER_GEN) ## Run every test, integration tests included, against a real kube-apiserver + etcd
