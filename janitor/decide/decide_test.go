@@ -42,12 +42,14 @@ func TestJudge(t *testing.T) {
 		want      []decide.Rule
 		evidence  string // substring of the first finding
 		unknown   decide.Rule
+		clear     string
 		problems  int
 		nextCheck time.Time
 	}{
 		{desc: "idle below threshold on every GPU", pod: func() *decide.Pod { return runningPod(5 * time.Hour) }, idle: measured(2, 2),
 			want: []decide.Rule{decide.RuleIdle}, evidence: "GPU utilisation at most 2% over the last 4h on 2 GPUs (threshold 5%)"},
-		{desc: "at the threshold is busy", pod: func() *decide.Pod { return runningPod(5 * time.Hour) }, idle: measured(5, 2)},
+		{desc: "at the threshold is busy", pod: func() *decide.Pod { return runningPod(5 * time.Hour) }, idle: measured(5, 2),
+			clear: "GPU utilisation reached 5% in the last 4h (threshold 5%)"},
 		{desc: "younger than the window is not idle yet", pod: func() *decide.Pod { return runningPod(3 * time.Hour) }, idle: measured(0, 2),
 			nextCheck: t0.Add(time.Hour)},
 		{desc: "window exactly elapsed", pod: func() *decide.Pod { return runningPod(4 * time.Hour) }, idle: measured(0.5, 2),
@@ -116,6 +118,9 @@ func TestJudge(t *testing.T) {
 				require.Empty(t, v.Unknown)
 			}
 			require.Len(t, v.Problems, tc.problems, "%v", v.Problems)
+			if tc.clear != "" {
+				require.Equal(t, tc.clear, v.Clear[decide.RuleIdle])
+			}
 			if !tc.nextCheck.IsZero() {
 				require.Equal(t, tc.nextCheck, v.NextCheck)
 			}
@@ -222,7 +227,8 @@ func TestNext(t *testing.T) {
 		{desc: "stale claim whose rule ended is reset", in: decide.Input{Notice: &decide.Notice{Rule: decide.RuleIdle, ClaimedAt: t0.Add(-3 * time.Minute)}}, step: decide.StepReset},
 		{desc: "noticed, in grace: wait until the deadline", in: decide.Input{Verdict: idle, Notice: noticed()}, step: decide.StepWait, state: decide.StateNoticed,
 			requeue: t0.Add(30 * time.Minute), deadline: t0.Add(30 * time.Minute)},
-		{desc: "busy during grace: cancelled", in: decide.Input{Verdict: decide.Verdict{}, Notice: noticed()}, step: decide.StepCancel, why: "no longer holds"},
+		{desc: "busy during grace: cancelled, saying why", in: decide.Input{Verdict: decide.Verdict{Clear: map[decide.Rule]string{decide.RuleIdle: "GPU utilisation reached 80%"}}, Notice: noticed()},
+			step: decide.StepCancel, why: "rule Idle no longer holds: GPU utilisation reached 80%"},
 		{desc: "unknown during grace: keep waiting", in: decide.Input{Verdict: unknown, Notice: noticed()}, step: decide.StepWait},
 		{desc: "deadline passed, rule holds: reclaim", in: decide.Input{Verdict: idle, Notice: noticed(past), Target: job}, step: decide.StepReclaim, why: "delete Job train"},
 		{desc: "deadline passed, unknown: never reclaim", in: decide.Input{Verdict: unknown, Notice: noticed(past), Target: job}, step: decide.StepWait, state: decide.StateUnknown, why: "cannot be checked"},

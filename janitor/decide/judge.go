@@ -90,6 +90,9 @@ type Verdict struct {
 	// Unknown maps a rule that could not be judged to why (missing or stale
 	// metrics, Prometheus down). An unknown rule never holds.
 	Unknown map[Rule]string
+	// Clear says, for a rule that was judged and does not hold, why not
+	// (e.g. the GPU utilisation measured): the "cancelled" message quotes it.
+	Clear map[Rule]string
 	// Problems are invalid annotations, for a Warning Event each.
 	Problems []string
 	// NextCheck is when a rule that does not hold yet could start to hold
@@ -182,6 +185,9 @@ func Judge(p *Pod, r policies.Reclaim, idle Idle, now time.Time) Verdict {
 				if idle.MaxPercent < float64(r.Idle.UtilizationBelowPercent) {
 					v.Findings = append(v.Findings, Finding{RuleIdle, fmt.Sprintf("GPU utilisation at most %s%% over the last %s on %s (threshold %d%%)",
 						pct(idle.MaxPercent), Human(w), plural(idle.GPUs, "GPU"), r.Idle.UtilizationBelowPercent)})
+				} else {
+					v.Clear = map[Rule]string{RuleIdle: fmt.Sprintf("GPU utilisation reached %s%% in the last %s (threshold %d%%)",
+						pct(idle.MaxPercent), Human(w), r.Idle.UtilizationBelowPercent)}
 				}
 			}
 		}

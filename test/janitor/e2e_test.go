@@ -125,6 +125,7 @@ func TestReclaimLifecycle(t *testing.T) {
 
 	// Results.
 	cancelled := w.waitMessage(busy, "Cancelled", 40*time.Second)
+	require.Contains(t, cancelled.Text, "GPU utilisation reached 80% in the last 20s")
 	require.Equal(t, busyNotice.TS, cancelled.ThreadTS, "cancelled is posted in the notice's thread")
 	got, err := w.getPod(busy)
 	require.NoError(t, err, "the busy pod is kept")
