@@ -32,7 +32,7 @@ const (
 	janitorDir  = "deploy/janitor"
 	janitorName = "kubemedic-janitor"
 	// janitorSlackSecret holds the Slack bot token under the key token.
-	janitorSlackSecret = "kubemedic-janitor-slack"
+	janitorSlackSecret = "kubemedic-slack"
 )
 
 // TestJanitorRBAC pins the janitor's permissions to the reviewed list: a
