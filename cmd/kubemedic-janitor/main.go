@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,10 +16,6 @@ import (
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/janitor/controller"
 )
-
-// envSlackToken holds the Slack bot token when --slack-token-file is not
-// given. A token is never a flag value: flags show in ps and in the pod spec.
-const envSlackToken = "KUBEMEDIC_SLACK_TOKEN"
 
 func main() {
 	var o controller.ManagerOptions
@@ -33,7 +28,7 @@ func main() {
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", "", "Prometheus HTTP API with dcgm-exporter's metrics, e.g. http://prometheus-k8s.monitoring:9090; without it no pod is ever idle (Unknown)")
 	fs.DurationVar(&o.Staleness, "metrics-staleness", 5*time.Minute, "a GPU series whose last sample is older than this is stale, and its pod Unknown")
 	fs.DurationVar(&o.Interval, "interval", controller.DefaultInterval, "time between reclaim cycles")
-	fs.StringVar(&tokenFile, "slack-token-file", "", "file holding the Slack bot token (xoxb-...); else the "+envSlackToken+" environment variable; neither: no notices, and nothing is reclaimed where the policy requires a notice")
+	fs.StringVar(&tokenFile, "slack-token-file", "", "file holding the Slack bot token (xoxb-...); else the "+notify.EnvSlackToken+" environment variable; neither: no notices, and nothing is reclaimed where the policy requires a notice")
 	fs.StringVar(&slackURL, "slack-api-url", "", "Slack Web API base URL (default https://slack.com/api/)")
 	fs.StringVar(&o.DefaultChannel, "slack-default-channel", "", "channel for notices of pods whose owner cannot be found")
 	fs.StringVar(&logLevel, "log-level", "info", logflag.Usage)
@@ -48,9 +43,9 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.Level(level)))
 	log := ctrl.Log.WithName("kubemedic-janitor")
 
-	token, err := slackToken(tokenFile)
+	token, err := notify.TokenFromFileOrEnv(tokenFile, notify.EnvSlackToken)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kubemedic-janitor: %v\n", err)
+		fmt.Fprintf(os.Stderr, "kubemedic-janitor: --slack-token-file: %v\n", err)
 		os.Exit(2)
 	}
 	if token != "" {
@@ -78,20 +73,4 @@ func main() {
 		log.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}
-}
-
-// slackToken reads the token from the file, else the environment.
-func slackToken(file string) (string, error) {
-	if file == "" {
-		return strings.TrimSpace(os.Getenv(envSlackToken)), nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("--slack-token-file: %w", err)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", fmt.Errorf("--slack-token-file %s is empty", file)
-	}
-	return t, nil
 }

@@ -4,8 +4,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"time"
 
@@ -13,18 +15,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kubemedic/kubemedic/internal/logflag"
+	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/remediator/controller"
 )
 
 func main() {
 	var o controller.ManagerOptions
-	var logLevel string
+	var logLevel, tokenFile, slackURL string
 	fs := flag.CommandLine
 	fs.StringVar(&o.Namespace, "namespace", "kubemedic-system", "namespace of the operation pods, the admission ledger and the leader-election Lease")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader so that only one replica acts")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
 	fs.DurationVar(&o.Retention, "retention", 168*time.Hour, "how long finished NodeOperations are kept (at least the longest attemptCap window and nodeCooldown of any policy)")
+	fs.StringVar(&tokenFile, "slack-token-file", "", "file holding the Slack bot token (xoxb-...); else the "+notify.EnvSlackToken+" environment variable; neither, or a file that is missing or unusable: the owners of pods a drain stops are not told, and remediation goes on")
+	fs.StringVar(&slackURL, "slack-api-url", "", "Slack Web API base URL (default https://slack.com/api/)")
+	fs.StringVar(&o.DefaultChannel, "slack-default-channel", "", "channel for messages about drained pods whose owner cannot be found")
 	fs.StringVar(&logLevel, "log-level", "info", logflag.Usage)
 	// controller-runtime registers --kubeconfig on flag.CommandLine.
 	flag.Parse()
@@ -36,6 +42,17 @@ func main() {
 	}
 	ctrl.SetLogger(zap.New(zap.Level(level)))
 	log := ctrl.Log.WithName("kubemedic-remediator")
+
+	// Slack only tells people: a remediator without it still remediates.
+	token, err := notify.TokenFromFileOrEnv(tokenFile, notify.EnvSlackToken)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+		log.Info("No Slack token file: the owners of pods a drain stops are not told", "file", tokenFile)
+	case err != nil:
+		log.Error(err, "Reading the Slack token failed: the owners of pods a drain stops are not told", "file", tokenFile)
+	case token != "":
+		o.Notifier = notify.NewSlack(token, notify.SlackOptions{APIURL: slackURL, Logger: log.WithName("slack")})
+	}
 
 	ctx := ctrl.SetupSignalHandler()
 	cfg, err := ctrl.GetConfig()

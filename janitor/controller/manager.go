@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"time"
 
@@ -14,13 +13,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/kubemedic/kubemedic/internal/ctrlmgr"
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/janitor/gpuutil"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -92,26 +88,13 @@ func NewManager(ctx context.Context, cfg *rest.Config, o ManagerOptions) (ctrl.M
 	if o.LeaderElectionID == "" {
 		o.LeaderElectionID = "kubemedic-janitor"
 	}
-	mo := ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         CacheOptions(),
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress:        o.ProbeAddr,
-		LeaderElection:                o.LeaderElection,
-		LeaderElectionID:              o.LeaderElectionID,
-		LeaderElectionNamespace:       o.Namespace,
-		LeaderElectionReleaseOnCancel: true,
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(true)},
-	}
-	if o.LeaseDuration > 0 {
-		mo.LeaseDuration, mo.RenewDeadline, mo.RetryPeriod = &o.LeaseDuration, &o.RenewDeadline, &o.RetryPeriod
-	}
-	if mo.Metrics.BindAddress == "" {
-		mo.Metrics.BindAddress = "0"
-	}
-	mgr, err := ctrl.NewManager(cfg, mo)
+	mgr, err := ctrlmgr.New(cfg, ctrlmgr.Options{
+		Namespace: o.Namespace, LeaderElection: o.LeaderElection, LeaderElectionID: o.LeaderElectionID,
+		MetricsAddr: o.MetricsAddr, ProbeAddr: o.ProbeAddr,
+		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
+	}, scheme, CacheOptions())
 	if err != nil {
-		return nil, nil, fmt.Errorf("create manager: %w", err)
+		return nil, nil, err
 	}
 	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, nil, err
@@ -119,21 +102,6 @@ func NewManager(ctx context.Context, cfg *rest.Config, o ManagerOptions) (ctrl.M
 	j, err := New(mgr, o.Options)
 	if err != nil {
 		return nil, nil, err
-	}
-	if o.ProbeAddr != "" && o.ProbeAddr != "0" {
-		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-			return nil, nil, fmt.Errorf("add healthz: %w", err)
-		}
-		if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
-			ctx, cancel := context.WithTimeout(req.Context(), 200*time.Millisecond)
-			defer cancel()
-			if !mgr.GetCache().WaitForCacheSync(ctx) {
-				return fmt.Errorf("cache not synced")
-			}
-			return nil
-		}); err != nil {
-			return nil, nil, fmt.Errorf("add readyz: %w", err)
-		}
 	}
 	if err := mgr.Add(j); err != nil {
 		return nil, nil, fmt.Errorf("add the janitor: %w", err)

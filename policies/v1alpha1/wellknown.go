@@ -35,6 +35,12 @@ const (
 	// AnnotationResetBreaker on a RemediationPolicy, set by a human to any new
 	// value, closes an open circuit breaker at once.
 	AnnotationResetBreaker = "kubemedic.io/reset-breaker"
+	// AnnotationGitHubIssue on a NodeOperation or a Node is the URL (http or
+	// https) of the GitHub issue where people follow the node's fault. An
+	// integration that files issues, or a human, sets it; kubemedic only
+	// reads it, to link the issue in what it tells pod owners about a
+	// drain. The operation's annotation wins over the node's.
+	AnnotationGitHubIssue = "kubemedic.io/github-issue"
 
 	// TaintQuarantined is put on a Node (effect NoSchedule) when its
 	// remediation ladder is exhausted or its attempt cap is reached. Only a

@@ -19,8 +19,17 @@ type Metrics struct {
 	breakerOpen     *prometheus.GaugeVec
 	blocked         *prometheus.CounterVec
 	timeToRemediate *prometheus.HistogramVec
+	notifications   *prometheus.CounterVec
 	objects         *objectCollector
 }
+
+// Results of a Slack message to the owner of a pod a drain stopped, the
+// values of kubemedic_remediation_notifications_total's result label.
+const (
+	notificationSent    = "sent"
+	notificationFailed  = "failed"
+	notificationDropped = "dropped"
+)
 
 // NewMetrics creates the metrics; reader is the manager's cached client.
 func NewMetrics(reader client.Reader) *Metrics {
@@ -38,6 +47,10 @@ func NewMetrics(reader client.Reader) *Metrics {
 			Help:    "From the trigger condition's last transition to the operation's success.",
 			Buckets: []float64{60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 28800, 86400},
 		}, []string{"policy", "step"}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_remediation_notifications_total",
+			Help: "Slack messages to the owners of pods a drain stopped, by result: sent; failed (Slack refused it or did not answer in time; not retried); dropped (the queue was full, or the remediator stopped before sending it).",
+		}, []string{"result"}),
 		objects: &objectCollector{reader: reader,
 			operations: prometheus.NewDesc("kubemedic_remediation_operations",
 				"NodeOperations by policy, step and phase.", []string{"policy", "step", "phase"}, nil),
@@ -49,7 +62,10 @@ func NewMetrics(reader client.Reader) *Metrics {
 
 // Register registers the metrics with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.objects} {
+	for _, result := range []string{notificationSent, notificationFailed, notificationDropped} {
+		m.notifications.WithLabelValues(result)
+	}
+	for _, c := range []prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.objects} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -59,6 +59,8 @@ type OperationReconciler struct {
 	Retention time.Duration
 
 	ledger *ledger
+	// owners tells the owners of the pods a drain stops; nil: nobody is told.
+	owners *ownerNotifier
 }
 
 var _ reconcile.Reconciler = &OperationReconciler{}
@@ -412,7 +414,10 @@ func (r *OperationReconciler) draining(ctx context.Context, p *opPass) error {
 		p.setPhase(v1alpha1.PhaseRunning, "starting the operation")
 		return nil
 	}
-	blocked, err := drain.Run(ctx, r.Evictor, d)
+	stopped, blocked, err := drain.Run(ctx, r.Evictor, d)
+	// Told now, not after the status write: the pods are gone whether or
+	// not that write succeeds, and a retried pass does not stop them again.
+	r.owners.tell(ctx, op, p.node, pods.Items, stopped, p.now)
 	msg := d.Message
 	if len(blocked) > 0 {
 		msg = fmt.Sprintf("%s; blocked: %s", msg, blocked[0])

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/drain"
 )
@@ -37,6 +38,12 @@ type Options struct {
 	// Registry receives the metrics; nil is controller-runtime's registry,
 	// which the manager serves on /metrics.
 	Registry prometheus.Registerer
+	// Notifier tells the owners of the pods a drain stopped, on Slack; nil
+	// or notify.Disabled turns these messages off.
+	Notifier notify.Notifier
+	// DefaultChannel is where those messages go for pods whose owner cannot
+	// be found (see notify.ResolveOwner); "" sends them nowhere.
+	DefaultChannel string
 }
 
 // Setup registers the indexes, metrics and both reconcilers with mgr.
@@ -89,11 +96,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("set up the evictor: %w", err)
 	}
+	owners, err := setupOwnerNotifier(ctx, mgr, opts, m)
+	if err != nil {
+		return err
+	}
 	or := &OperationReconciler{
 		Evictor: evictor,
 		Client:  c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,
 		Namespace: opts.Namespace, Retention: opts.Retention,
 		ledger: &ledger{client: c, reader: mgr.GetAPIReader(), namespace: opts.Namespace},
+		owners: owners,
 	}
 	waiting := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return waitingRequests(ctx, c)
@@ -115,6 +127,25 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	log.FromContext(ctx).Info("Controllers set up", "namespace", opts.Namespace, "retention", opts.Retention)
 	return nil
+}
+
+// setupOwnerNotifier adds the Slack sender to mgr and returns what tells pod
+// owners about drains; nil, and no sender, when Slack is not configured.
+func setupOwnerNotifier(ctx context.Context, mgr ctrl.Manager, opts Options, m *Metrics) (*ownerNotifier, error) {
+	if _, off := opts.Notifier.(notify.Disabled); off || opts.Notifier == nil {
+		log.FromContext(ctx).Info("No Slack notifier: the owners of pods a drain stops are not told")
+		return nil, nil
+	}
+	s := newSender(opts.Notifier, noticeQueueSize, noticeTimeout, m.notifications, mgr.GetLogger().WithName("owner-notices"))
+	if err := mgr.Add(s); err != nil {
+		return nil, fmt.Errorf("add the Slack sender: %w", err)
+	}
+	return &ownerNotifier{
+		sender:         s,
+		reader:         mgr.GetAPIReader(),
+		defaultChannel: opts.DefaultChannel,
+		notified:       newUIDSet(notifiedMax, notifiedTTL),
+	}, nil
 }
 
 func policyRequests(ctx context.Context, c client.Reader) []reconcile.Request {

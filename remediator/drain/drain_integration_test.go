@@ -92,10 +92,12 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		require.Equal(t, 4, d.Ignored, "DaemonSet, mirror, operation and finished Job pods")
 		require.Equal(t, started.Add(10*time.Minute), d.Next)
 
-		blocked, err := drain.Run(c.ctx, ev, d)
+		stopped, blocked, err := drain.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Equal(t, []string{key(trainer).String() + ": Cannot evict pod as it would violate the pod's disruption budget: " +
 			"The disruption budget trainer needs 1 healthy pods and has 1 currently"}, blocked)
+		require.ElementsMatch(t, []drain.Stopped{{Pod: key(web1), UID: web1.UID}, {Pod: key(web2), UID: web2.UID}}, stopped,
+			"the evicted pods, not the blocked one")
 		c.waitGone(web1, web2)
 		require.Nil(t, c.get(trainer).DeletionTimestamp, "a refused eviction leaves the pod alone")
 
@@ -103,9 +105,10 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		d = c.plan(node, spec, started, started.Add(time.Minute))
 		require.Equal(t, []types.NamespacedName{key(trainer)}, d.Evict)
 		require.Equal(t, fmt.Sprintf("evicting 1 pod; 1 skipped; 4 ignored; waiting for %s", key(trainer)), d.Message)
-		blocked, err = drain.Run(c.ctx, ev, d)
+		stopped, blocked, err = drain.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Len(t, blocked, 1)
+		require.Empty(t, stopped)
 
 		// Had the budget stayed shut until the timeout, the drain would fail.
 		late := c.plan(node, spec, started, started.Add(10*time.Minute))
@@ -147,9 +150,10 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		// The replica elsewhere became Ready: one disruption allowed.
 		c.setBudgetStatus(pdb, 2, 2, 1)
 		d = c.plan(node, spec, started, started.Add(2*time.Minute))
-		blocked, err = drain.Run(c.ctx, ev, d)
+		stopped, blocked, err = drain.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Empty(t, blocked)
+		require.Equal(t, []drain.Stopped{{Pod: key(trainer), UID: trainer.UID}}, stopped)
 		pdb = c.getBudget(pdb)
 		require.Equal(t, int32(0), pdb.Status.DisruptionsAllowed, "the eviction API spent the disruption")
 		require.Contains(t, pdb.Status.DisruptedPods, trainer.Name, "and recorded the pod for the disruption controller")
@@ -178,27 +182,30 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 
 		d := c.plan(node, spec, started, started)
 		require.Equal(t, []types.NamespacedName{key(cache), key(notebook)}, d.Evict)
-		blocked, err := drain.Run(c.ctx, ev, d)
+		stopped, blocked, err := drain.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Len(t, blocked, 1)
 		require.Contains(t, blocked[0], key(notebook).String()+": Cannot evict pod")
+		require.Equal(t, []drain.Stopped{{Pod: key(cache), UID: cache.UID}}, stopped)
 		c.waitGone(cache)
 
 		d = c.plan(node, spec, started, started.Add(30*time.Second))
 		require.Equal(t, []types.NamespacedName{key(notebook)}, d.Evict, "evicted again before the timeout")
 		require.Empty(t, d.Delete)
-		blocked, err = drain.Run(c.ctx, ev, d)
+		stopped, blocked, err = drain.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Len(t, blocked, 1)
+		require.Empty(t, stopped)
 
 		d = c.plan(node, spec, started, started.Add(time.Minute))
 		require.Empty(t, d.Evict)
 		require.Equal(t, []types.NamespacedName{key(notebook)}, d.Delete)
 		require.Equal(t, started.Add(time.Minute+drain.DeleteGrace), d.Next)
 		require.Equal(t, "deleting 1 pod after the 1m0s timeout; waiting for "+key(notebook).String(), d.Message)
-		blocked, err = drain.Run(c.ctx, ev, d)
+		stopped, blocked, err = drain.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Empty(t, blocked)
+		require.Equal(t, []drain.Stopped{{Pod: key(notebook), UID: notebook.UID, Deleted: true}}, stopped)
 		c.waitGone(notebook)
 
 		pdb = c.getBudget(pdb)
@@ -244,12 +251,14 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		c.waitReady(replacement)
 		require.NotEqual(t, old.UID, replacement.UID)
 
-		blocked, err := drain.Run(c.ctx, ev, d)
+		stopped, blocked, err := drain.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Empty(t, blocked)
+		require.Empty(t, stopped, "the UID precondition failed: nothing was stopped")
 		d.Delete, d.Evict = d.Evict, nil
-		_, err = drain.Run(c.ctx, ev, d)
+		stopped, _, err = drain.Run(c.ctx, ev, d)
 		require.NoError(t, err)
+		require.Empty(t, stopped)
 		require.Nil(t, c.get(replacement).DeletionTimestamp, "neither evicted nor deleted")
 	})
 }

@@ -70,7 +70,8 @@ func (e *Evictor) Evict(ctx context.Context, pod types.NamespacedName) (Outcome,
 // Delete deletes the pod with its default grace period, bypassing any
 // disruption budget. NotFound is success.
 func (e *Evictor) Delete(ctx context.Context, pod types.NamespacedName) error {
-	return e.delete(ctx, pod, "")
+	_, err := e.delete(ctx, pod, "")
+	return err
 }
 
 // evict evicts pod, only while its UID is uid when uid is set.
@@ -95,18 +96,23 @@ func (e *Evictor) evict(ctx context.Context, nn types.NamespacedName, uid types.
 	return Outcome{}, fmt.Errorf("evict pod %s: %w", nn, err)
 }
 
-// delete deletes pod, only while its UID is uid when uid is set.
-func (e *Evictor) delete(ctx context.Context, nn types.NamespacedName, uid types.UID) error {
+// delete deletes pod, only while its UID is uid when uid is set. deleted is
+// true when the API server accepted the deletion, false when the pod was
+// gone already (NotFound, or another UID under its name).
+func (e *Evictor) delete(ctx context.Context, nn types.NamespacedName, uid types.UID) (deleted bool, err error) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: nn.Namespace, Name: nn.Name}}
 	var opts []client.DeleteOption
 	if uid != "" {
 		opts = append(opts, client.Preconditions{UID: &uid})
 	}
-	err := e.Client.Delete(ctx, pod, opts...)
-	if err == nil || apierrors.IsNotFound(err) || (uid != "" && apierrors.IsConflict(err)) {
-		return nil
+	err = e.Client.Delete(ctx, pod, opts...)
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err), uid != "" && apierrors.IsConflict(err):
+		return false, nil
 	}
-	return fmt.Errorf("delete pod %s: %w", nn, err)
+	return false, fmt.Errorf("delete pod %s: %w", nn, err)
 }
 
 // budgetRefusal returns the server's message when err is the eviction API
@@ -149,18 +155,37 @@ func causeList(s metav1.Status) []metav1.StatusCause {
 	return s.Details.Causes
 }
 
+// Stopped is a pod that Run stopped: the API server accepted its eviction
+// or its deletion in that call. A pod that was gone already, or that a
+// budget refused, is not one.
+type Stopped struct {
+	// Pod is the pod's namespace and name.
+	Pod types.NamespacedName
+	// UID is the UID the eviction or deletion was conditioned on (from
+	// Decision.UIDs; empty when the decision had none).
+	UID types.UID
+	// Deleted is true for a pod deleted after the drain timeout, bypassing
+	// its disruption budgets; false for an eviction.
+	Deleted bool
+}
+
 // Run performs a decision's evictions, then its deletions, each pod only
 // while it has the UID in d.UIDs. It goes on past failures and returns the
-// pods a disruption budget blocked ("ns/name: message") and the other
-// failures aggregated. A blocked pod is not an error: Plan evicts it again
-// at the next pass. When ctx ends Run stops and returns its error with the
-// others.
-func Run(ctx context.Context, ev *Evictor, d Decision) (blocked []string, err error) {
+// pods it stopped (evicted or deleted, in that order), the pods a disruption
+// budget blocked ("ns/name: message") and the other failures aggregated. A
+// blocked pod is not an error: Plan evicts it again at the next pass. When
+// ctx ends Run stops and returns its error with the others, and the pods it
+// stopped until then.
+//
+// An eviction or deletion whose answer was lost (a timeout, a broken
+// connection) is an error, not a stopped pod, even if the API server did
+// act on it.
+func Run(ctx context.Context, ev *Evictor, d Decision) (stopped []Stopped, blocked []string, err error) {
 	logger := log.FromContext(ctx)
 	var errs []error
 	for _, nn := range d.Evict {
 		if err := ctx.Err(); err != nil {
-			return blocked, utilerrors.NewAggregate(append(errs, fmt.Errorf("evict pods: %w", err)))
+			return stopped, blocked, utilerrors.NewAggregate(append(errs, fmt.Errorf("evict pods: %w", err)))
 		}
 		logger.V(1).Info("Evicting pod", "pod", klog.KRef(nn.Namespace, nn.Name))
 		out, err := ev.evict(ctx, nn, d.UIDs[nn])
@@ -170,16 +195,22 @@ func Run(ctx context.Context, ev *Evictor, d Decision) (blocked []string, err er
 		case out.Blocked():
 			logger.V(1).Info("Eviction blocked by a disruption budget", "pod", klog.KRef(nn.Namespace, nn.Name), "reason", out.Message)
 			blocked = append(blocked, nn.String()+": "+out.Message)
+		case out.Result == ResultEvicted:
+			stopped = append(stopped, Stopped{Pod: nn, UID: d.UIDs[nn]})
 		}
 	}
 	for _, nn := range d.Delete {
 		if err := ctx.Err(); err != nil {
-			return blocked, utilerrors.NewAggregate(append(errs, fmt.Errorf("delete pods: %w", err)))
+			return stopped, blocked, utilerrors.NewAggregate(append(errs, fmt.Errorf("delete pods: %w", err)))
 		}
 		logger.Info("Deleting pod after the drain timeout", "pod", klog.KRef(nn.Namespace, nn.Name))
-		if err := ev.delete(ctx, nn, d.UIDs[nn]); err != nil {
+		deleted, err := ev.delete(ctx, nn, d.UIDs[nn])
+		switch {
+		case err != nil:
 			errs = append(errs, err)
+		case deleted:
+			stopped = append(stopped, Stopped{Pod: nn, UID: d.UIDs[nn], Deleted: true})
 		}
 	}
-	return blocked, utilerrors.NewAggregate(errs)
+	return stopped, blocked, utilerrors.NewAggregate(errs)
 }

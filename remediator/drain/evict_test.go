@@ -210,7 +210,9 @@ func TestRun(t *testing.T) {
 	d, err := Plan(pods, v1alpha1.DrainSpec{}, t0, t0)
 	require.NoError(t, err)
 
-	blocked, err := Run(testCtx(t), ev, d)
+	stopped, blocked, err := Run(testCtx(t), ev, d)
+	require.Equal(t, []Stopped{{Pod: nn("ns/a"), UID: "uid-ns-a"}, {Pod: nn("ns/c"), UID: "uid-ns-c"}}, stopped,
+		"only the evictions the API server accepted: not the blocked, throttled, replaced or vanished pods")
 	require.Equal(t, []string{"ns/blocked: Cannot evict pod as it would violate the pod's disruption budget: The disruption budget trainer needs 2 healthy pods and has 2 currently"}, blocked)
 	require.EqualError(t, err, "evict pod ns/throttled: Too many requests, please try again later.", "one failure does not stop the others")
 	require.ErrorIs(t, err, srv.errs["throttled"], "the aggregate keeps the API error")
@@ -228,12 +230,42 @@ func TestRun(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, d.Delete, 4)
 
-		blocked, err := Run(testCtx(t), ev, d)
+		stopped, blocked, err := Run(testCtx(t), ev, d)
 		require.Empty(t, blocked)
+		require.Equal(t, []Stopped{{Pod: nn("ns/old"), UID: "uid-ns-old", Deleted: true}}, stopped,
+			"only the deletion the API server accepted: not the replaced, failed or vanished pods")
 		require.EqualError(t, err, "delete pod ns/undeletable: Internal error occurred: etcdserver: leader changed")
 		require.Equal(t, []string{"del-replaced uid-ns-del-replaced", "old uid-ns-old", "undeletable uid-ns-undeletable", "vanished uid-ns-vanished"}, srv.deleted)
 		err = c.Get(testCtx(t), types.NamespacedName{Namespace: "ns", Name: "old"}, &corev1.Pod{})
 		require.True(t, apierrors.IsNotFound(err), "old deleted: %v", err)
+	})
+
+	t.Run("pods stopped before the context ended are returned", func(t *testing.T) {
+		srv := &fakeServer{}
+		ctx, cancel := context.WithCancel(testCtx(t))
+		defer cancel()
+		c := srv.client(t, "x", "y")
+		ev := &Evictor{Client: interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+			SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+				err := c.SubResource(sub).Create(ctx, obj, subObj, opts...)
+				cancel() // the manager stops after the first eviction
+				return err
+			},
+		})}
+		d := Decision{Evict: nns("ns/x", "ns/y"), Delete: nns("ns/z"), UIDs: map[types.NamespacedName]types.UID{nn("ns/x"): "uid-ns-x"}}
+		stopped, _, err := Run(ctx, ev, d)
+		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, []Stopped{{Pod: nn("ns/x"), UID: "uid-ns-x"}}, stopped)
+		require.Equal(t, []string{"x uid-ns-x"}, srv.evicted)
+	})
+
+	t.Run("a deletion the server accepted is a stopped pod, an eviction after it is not run", func(t *testing.T) {
+		srv := &fakeServer{}
+		ev := &Evictor{Client: srv.client(t, "x", "y")}
+		stopped, blocked, err := Run(testCtx(t), ev, Decision{Evict: nns("ns/x"), Delete: nns("ns/y")})
+		require.NoError(t, err)
+		require.Empty(t, blocked)
+		require.Equal(t, []Stopped{{Pod: nn("ns/x")}, {Pod: nn("ns/y"), Deleted: true}}, stopped, "evictions first, then deletions; no UIDs in the decision, none in the answer")
 	})
 
 	t.Run("several failures are all reported", func(t *testing.T) {
@@ -242,7 +274,8 @@ func TestRun(t *testing.T) {
 			"y": apierrors.NewInternalError(errors.New("boom y")),
 		}}
 		ev := &Evictor{Client: srv.client(t, "x", "y")}
-		_, err := Run(testCtx(t), ev, Decision{Evict: nns("ns/x", "ns/y")})
+		stopped, _, err := Run(testCtx(t), ev, Decision{Evict: nns("ns/x", "ns/y")})
+		require.Empty(t, stopped)
 		require.ErrorContains(t, err, "evict pod ns/x: Internal error occurred: boom x")
 		require.ErrorContains(t, err, "evict pod ns/y: Internal error occurred: boom y")
 	})
@@ -252,7 +285,8 @@ func TestRun(t *testing.T) {
 		ev := &Evictor{Client: srv.client(t, "x", "y")}
 		ctx, cancel := context.WithCancel(testCtx(t))
 		cancel()
-		_, err := Run(ctx, ev, Decision{Evict: nns("ns/x", "ns/y"), Delete: nns("ns/z")})
+		stopped, _, err := Run(ctx, ev, Decision{Evict: nns("ns/x", "ns/y"), Delete: nns("ns/z")})
+		require.Empty(t, stopped)
 		require.ErrorIs(t, err, context.Canceled)
 		require.EqualError(t, err, "evict pods: context canceled")
 		require.Empty(t, srv.evicted)
@@ -263,9 +297,10 @@ func TestRun(t *testing.T) {
 		srv := &fakeServer{}
 		ev := &Evictor{Client: srv.client(t, "x")}
 		for _, d := range []Decision{{Done: true}, {Failed: true, Remaining: 1, Message: "drain timed out"}} {
-			blocked, err := Run(testCtx(t), ev, d)
+			stopped, blocked, err := Run(testCtx(t), ev, d)
 			require.NoError(t, err)
 			require.Empty(t, blocked)
+			require.Empty(t, stopped)
 		}
 		require.Empty(t, srv.evicted)
 		require.Empty(t, srv.deleted)
@@ -289,3 +324,6 @@ func TestBudgetRefusalNeedsAnAPIStatus(t *testing.T) {
 	require.True(t, ok, "a wrapped refusal is still one")
 	require.Contains(t, msg, "needs 2 healthy pods")
 }
+
+// nn is the key "ns/name" as a NamespacedName.
+func nn(key string) types.NamespacedName { return nns(key)[0] }

@@ -74,6 +74,7 @@ func TestRemediatorRBAC(t *testing.T) {
 	cluster := slices.Concat(
 		verbs("", "nodes", "get", "list", "watch", "patch", "update"),
 		verbs("", "pods", "get", "list", "watch", "delete"),
+		verbs("", "namespaces", "get"),
 		verbs("", "pods/eviction", "create"),
 		verbs("kubemedic.io", "remediationpolicies", "get", "list", "watch"),
 		verbs("kubemedic.io", "remediationpolicies/status", "get", "update", "patch"),
@@ -126,7 +127,9 @@ type remediatorFlags struct {
 	metricsAddr, probeAddr string
 	leaderElect            bool
 	retention              time.Duration
-	set                    map[string]bool
+	// Slack: the token is a file from the kubemedic-slack Secret.
+	slackTokenFile, slackAPIURL, slackDefaultChannel string
+	set                                              map[string]bool
 }
 
 func parseRemediatorFlags(args []string) (*remediatorFlags, error) {
@@ -138,6 +141,9 @@ func parseRemediatorFlags(args []string) (*remediatorFlags, error) {
 	f.fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "")
 	f.fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "")
 	f.fs.DurationVar(&f.retention, "retention", 168*time.Hour, "")
+	f.fs.StringVar(&f.slackTokenFile, "slack-token-file", "", "")
+	f.fs.StringVar(&f.slackAPIURL, "slack-api-url", "", "")
+	f.fs.StringVar(&f.slackDefaultChannel, "slack-default-channel", "", "")
 	if err := f.fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -216,6 +222,26 @@ func TestRemediatorArgs(t *testing.T) {
 	require.GreaterOrEqual(t, *dep.Spec.Replicas, int32(2))
 	require.Contains(t, []string{"debug", "info", "error"}, f.logLevel, "a level name kubemedic-remediator accepts")
 	require.GreaterOrEqual(t, f.retention, 24*time.Hour, "keep the audit record at least a day")
+	// The Slack token is a file from the optional Secret kubemedic-slack
+	// (shared with the janitor), never a flag value or an env value.
+	require.NotEmpty(t, f.slackTokenFile)
+	var tokenMount *corev1.VolumeMount
+	for i, m := range c.VolumeMounts {
+		if strings.HasPrefix(f.slackTokenFile, m.MountPath+"/") {
+			tokenMount = &c.VolumeMounts[i]
+		}
+	}
+	require.NotNil(t, tokenMount, "--slack-token-file %s is not in a mounted volume", f.slackTokenFile)
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Name == tokenMount.Name {
+			require.NotNil(t, v.Secret, "the token volume is a Secret")
+			require.Equal(t, "kubemedic-slack", v.Secret.SecretName)
+			require.True(t, v.Secret.Optional != nil && *v.Secret.Optional, "the remediator runs without Slack: the Secret is optional")
+		}
+	}
+	for _, a := range c.Args {
+		require.NotContains(t, a, "xoxb-", "no token in the arguments")
+	}
 
 	ports := map[string]int32{}
 	for _, p := range c.Ports {

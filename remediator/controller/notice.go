@@ -1,0 +1,325 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubemedic/kubemedic/internal/notify"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/drain"
+)
+
+// Bounds of the memory of pods whose owner was told.
+const (
+	// notifiedTTL is how long a pod's UID is remembered: far longer than a
+	// drain pass can be retried, and a UID is never reused.
+	notifiedTTL = time.Hour
+	// notifiedMax bounds the set: a few nodes' pods at a time.
+	notifiedMax = 10000
+)
+
+// ownerNotifier tells the owner of each pod a drain stopped, on Slack: one
+// message per pod, the root of its own thread. It only builds and queues
+// messages; the sender posts them, so a reconcile never waits for Slack.
+type ownerNotifier struct {
+	sender *sender
+	// reader reads each stopped pod's Namespace (its owner annotations):
+	// the manager's cache holds no namespaces, and a cluster-wide informer
+	// for a handful of reads per drain would cost more than it saves.
+	reader         client.Reader
+	defaultChannel string
+	notified       *uidSet
+}
+
+// tell queues a message for each stopped pod whose owner can be found, at
+// most once per pod UID in this process. pods are the pods the drain was
+// decided from. A pod without a recipient gets no message (logged at V(1)).
+// Safe to call on a nil ownerNotifier: Slack is not configured.
+func (o *ownerNotifier) tell(ctx context.Context, op *v1alpha1.NodeOperation, node *corev1.Node, pods []corev1.Pod, stopped []drain.Stopped, now time.Time) {
+	if o == nil || len(stopped) == 0 {
+		return
+	}
+	logger := log.FromContext(ctx)
+	byKey := make(map[types.NamespacedName]*corev1.Pod, len(pods))
+	for i := range pods {
+		byKey[types.NamespacedName{Namespace: pods[i].Namespace, Name: pods[i].Name}] = &pods[i]
+	}
+	issue := issueURL(op, node)
+	namespaces := map[string]metav1.Object{}
+	for _, s := range stopped {
+		pod := byKey[s.Pod]
+		if pod == nil || (s.UID != "" && pod.UID != s.UID) {
+			// Plan decided from these pods, with these UIDs.
+			logger.V(1).Info("Not telling the owner of a stopped pod the drain was not decided from", "pod", klog.KRef(s.Pod.Namespace, s.Pod.Name))
+			continue
+		}
+		key := string(pod.UID)
+		if key == "" {
+			key = s.Pod.String()
+		}
+		if !o.notified.add(key, now) {
+			logger.V(1).Info("Owner of the pod was told already", "pod", klog.KObj(pod))
+			continue
+		}
+		ns, read := namespaces[pod.Namespace]
+		if !read {
+			ns = o.namespace(ctx, pod.Namespace)
+			namespaces[pod.Namespace] = ns
+		}
+		to, problems, ok := notify.ResolveOwner(pod, ns, o.defaultChannel)
+		if len(problems) > 0 {
+			logger.Info("Ignoring unusable owner annotations of a stopped pod", "pod", klog.KObj(pod), "problems", problems)
+		}
+		if !ok {
+			logger.V(1).Info("Not telling anyone that the drain stopped a pod: no owner or channel found", "pod", klog.KObj(pod))
+			continue
+		}
+		logger.V(1).Info("Queueing Slack message to the owner of a stopped pod", "pod", klog.KObj(pod), "recipient", to.String())
+		o.sender.enqueue(notice{to: to, msg: stoppedMessage(op, pod, s.Deleted, issue, to, now), pod: s.Pod, uid: pod.UID})
+	}
+}
+
+// namespace reads a Namespace from the API server; nil when that fails, so
+// that the owner is resolved from the pod and the default channel alone.
+func (o *ownerNotifier) namespace(ctx context.Context, name string) metav1.Object {
+	ns := &corev1.Namespace{}
+	if err := o.reader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		log.FromContext(ctx).Error(err, "Reading the namespace of a stopped pod failed; finding its owner from the pod alone", "namespace", name)
+		return nil
+	}
+	return ns
+}
+
+// uidSet remembers keys (pod UIDs) for a while, holding at most max. Safe
+// for concurrent use; mu guards seen.
+type uidSet struct {
+	ttl time.Duration
+	max int
+
+	mu   sync.Mutex
+	seen map[string]time.Time // key → when it expires
+}
+
+func newUIDSet(max int, ttl time.Duration) *uidSet {
+	return &uidSet{ttl: ttl, max: max, seen: map[string]time.Time{}}
+}
+
+// add records key at now and reports whether it was new (absent or
+// expired). When the set is full it first forgets the expired keys, then
+// the key closest to expiry.
+func (u *uidSet) add(key string, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if exp, ok := u.seen[key]; ok && now.Before(exp) {
+		return false
+	}
+	if _, ok := u.seen[key]; !ok && len(u.seen) >= u.max {
+		var oldest string
+		var oldestExp time.Time
+		for k, exp := range u.seen {
+			if !now.Before(exp) {
+				delete(u.seen, k)
+				continue
+			}
+			if oldest == "" || exp.Before(oldestExp) {
+				oldest, oldestExp = k, exp
+			}
+		}
+		if len(u.seen) >= u.max && oldest != "" {
+			delete(u.seen, oldest)
+		}
+	}
+	u.seen[key] = now.Add(u.ttl)
+	return true
+}
+
+// issueURL is the GitHub issue of the operation's fault: the
+// kubemedic.io/github-issue annotation of the operation, else of the node;
+// "" when neither holds an http(s) URL.
+func issueURL(op *v1alpha1.NodeOperation, node *corev1.Node) string {
+	var candidates []string
+	if op != nil {
+		candidates = append(candidates, op.Annotations[v1alpha1.AnnotationGitHubIssue])
+	}
+	if node != nil {
+		candidates = append(candidates, node.Annotations[v1alpha1.AnnotationGitHubIssue])
+	}
+	for _, c := range candidates {
+		c = strings.TrimSpace(c)
+		u, err := url.Parse(c)
+		if c == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			continue
+		}
+		return c
+	}
+	return ""
+}
+
+// Every message to a pod owner says what was seen (the node's condition),
+// what was done to the pod and by whom (the policy), when, what happens to
+// the workload now, and where to follow the repair. The builder is pure:
+// the same objects give the same message.
+
+// stoppedMessage is the message about one pod that a drain evicted, or
+// deleted (deleted) after its timeout.
+func stoppedMessage(op *v1alpha1.NodeOperation, pod *corev1.Pod, deleted bool, issue string, to notify.Recipient, at time.Time) notify.Message {
+	ref := pod.Namespace + "/" + pod.Name
+	node := op.Spec.NodeName
+	cause, causeMD := causeOf(op)
+	by, byMD := "policy "+op.Spec.Policy, "policy "+notify.Code(op.Spec.Policy)
+	if op.Spec.Policy == "" {
+		by, byMD = "a manual NodeOperation", "a manual NodeOperation"
+	}
+	verb := "evicted"
+	done := "Evicted through the Eviction API, which honours its PodDisruptionBudgets"
+	if deleted {
+		verb = "deleted"
+		done = fmt.Sprintf("Deleted: it was still there when the drain timeout of %s ran out, and this drain then deletes pods, bypassing their PodDisruptionBudgets", drainTimeout(op))
+	}
+	next, nextMD := nextSteps(pod, node)
+	follow := "kubectl get nodeoperation " + op.Name
+
+	text := fmt.Sprintf("Your pod %s on node %s was stopped because %s, by %s: %s at %s, to %s. %s Follow the repair: %s",
+		ref, node, cause, by, verb, at.UTC().Format("2006-01-02 15:04 UTC"), describe(op), next, follow)
+	if issue != "" {
+		text += " or " + issue
+	}
+
+	repair := notify.Escape(describe(op))
+	if op.Spec.Step != "" {
+		repair += ", step " + notify.Code(op.Spec.Step)
+	}
+	repair += ", operation " + notify.Code(op.Name)
+	fields := []string{
+		"Seen", seenOf(op),
+		"Done", notify.Escape(done),
+		"When", notify.Date(at),
+		"Node", notify.Code(node) + " (cordoned)",
+		"By", byMD,
+		"Repair", repair,
+	}
+	if issue != "" {
+		fields = append(fields, "Issue", notify.Link(issue, issueLabel(issue)))
+	}
+	followMD := "*Follow the repair*: " + notify.Code(follow)
+	if issue != "" {
+		followMD += ", or the issue above"
+	}
+	footer := []string{"kubemedic remediator"}
+	if to.Source != "" {
+		footer = append(footer, notify.Escape("recipient from the "+to.Source))
+	}
+	return notify.Message{
+		Text: text,
+		Blocks: []slack.Block{
+			notify.Header(fmt.Sprintf("Your pod %s was stopped", ref)),
+			notify.Section(fmt.Sprintf("Your pod %s on node %s was *%s* because %s, by %s.",
+				notify.Code(ref), notify.Code(node), verb, causeMD, byMD)),
+			notify.MarkdownFields(fields...),
+			notify.Section(nextMD + "\n" + followMD),
+			notify.Context(footer...),
+		},
+	}
+}
+
+// causeOf says why the node is drained, as plain text and as mrkdwn:
+// "the node reported GPULost (GPUCountMismatch)", or the reason of a
+// NodeOperation without a trigger.
+func causeOf(op *v1alpha1.NodeOperation) (string, string) {
+	if t := op.Spec.Trigger; t != nil {
+		s, md := "the node reported "+t.Type, "the node reported *"+notify.Escape(t.Type)+"*"
+		if t.Reason != "" {
+			s += " (" + t.Reason + ")"
+			md += " (" + notify.Escape(t.Reason) + ")"
+		}
+		return s, md
+	}
+	if r := strings.TrimSpace(op.Spec.Reason); r != "" {
+		r = clip(r, 200)
+		return "of planned work on the node: " + r, "of planned work on the node: " + notify.Escape(r)
+	}
+	return "of planned work on the node", "of planned work on the node"
+}
+
+// seenOf is the trigger condition as mrkdwn: "`GPULost` is True since
+// <date>: GPUCountMismatch: 7 of 8 GPUs", its message without a repeat of
+// the reason that starts it.
+func seenOf(op *v1alpha1.NodeOperation) string {
+	t := op.Spec.Trigger
+	if t == nil {
+		if r := strings.TrimSpace(op.Spec.Reason); r != "" {
+			return "NodeOperation created by hand: " + notify.Escape(clip(r, 500))
+		}
+		return "NodeOperation created by hand"
+	}
+	s := notify.Code(t.Type) + " is " + notify.Escape(string(t.Status))
+	if !t.LastTransitionTime.IsZero() {
+		s += " since " + notify.Date(t.LastTransitionTime.Time)
+	}
+	detail := strings.TrimSpace(t.Message)
+	if t.Reason != "" && !strings.HasPrefix(detail, t.Reason) {
+		detail = strings.TrimSuffix(t.Reason+": "+detail, ": ")
+	}
+	if detail != "" {
+		s += ": " + notify.Escape(clip(detail, 500))
+	}
+	return s
+}
+
+// nextSteps says what becomes of the pod's workload, and what its owner
+// should do, as plain text and mrkdwn.
+func nextSteps(pod *corev1.Pod, node string) (string, string) {
+	if c := metav1.GetControllerOf(pod); c != nil {
+		s := fmt.Sprintf("Its controller, %s %s, will recreate it on another node.", c.Kind, c.Name)
+		md := fmt.Sprintf("*What happens next*: its controller, %s %s, will recreate it on another node; nothing to do.",
+			notify.Escape(c.Kind), notify.Code(c.Name))
+		return s, md
+	}
+	s := "A bare pod is not recreated: submit it again."
+	md := fmt.Sprintf("*What to do*: a bare pod is not recreated: submit it again. It will not be scheduled on %s until the repair is verified and kubemedic uncordons the node.",
+		notify.Code(node))
+	return s, md
+}
+
+// issueLabel is the link text of an issue URL: "owner/repo#42" for a
+// GitHub issue, else "GitHub issue".
+func issueLabel(issue string) string {
+	u, err := url.Parse(issue)
+	if err != nil {
+		return "GitHub issue"
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) == 4 && (parts[2] == "issues" || parts[2] == "pull") {
+		return parts[0] + "/" + parts[1] + "#" + parts[3]
+	}
+	return "GitHub issue"
+}
+
+// drainTimeout is the operation's drain timeout, as the drain applies it.
+func drainTimeout(op *v1alpha1.NodeOperation) time.Duration {
+	if op.Spec.Drain != nil && op.Spec.Drain.Timeout != nil {
+		return op.Spec.Drain.Timeout.Duration
+	}
+	return drain.DefaultTimeout
+}
+
+// clip cuts s to at most n characters, ending in an ellipsis when cut.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
