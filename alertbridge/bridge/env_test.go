@@ -25,6 +25,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 	"github.com/kubemedic/kubemedic/alertbridge/journal"
 	"github.com/kubemedic/kubemedic/alertbridge/payload"
+	"github.com/kubemedic/kubemedic/test/metricstest"
 )
 
 const (
@@ -243,26 +244,5 @@ func gpuLost(node string, resolved bool) []byte {
 // metric returns the value of a counter or gauge with the given labels.
 func (e *env) metric(name string, labels map[string]string) float64 {
 	e.t.Helper()
-	mfs, err := e.reg.Gather()
-	require.NoError(e.t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
+	return metricstest.Value(e.t, e.reg, name, labels)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/kubemedic/kubemedic/janitor/decide"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/test/metricstest"
 )
 
 // Timing of the tests: Prometheus scrapes every second, idle windows are
@@ -136,31 +137,7 @@ func (j *janitor) metric(name string, labels map[string]string) float64 {
 	j.mu.Lock()
 	reg := j.reg
 	j.mu.Unlock()
-	mfs, err := reg.Gather()
-	require.NoError(j.t, err)
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue next
-				}
-			}
-			switch {
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
+	return metricstest.Value(j.t, reg, name, labels)
 }
 
 // clusterPolicy applies a ClusterReclaimPolicy.

@@ -21,6 +21,7 @@ import (
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/controller"
 	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/test/metricstest"
 )
 
 // Namespace of the operation pods in these tests.
@@ -121,35 +122,12 @@ func (r *remediator) stop() {
 	r.cancel = nil
 }
 
-// metric returns the value of a metric with the given labels, or -1.
+// metric sums the samples of a metric whose labels include labels.
 func (r *remediator) metric(name string, labels map[string]string) float64 {
 	r.mu.Lock()
 	reg := r.reg
 	r.mu.Unlock()
-	mfs, err := reg.Gather()
-	require.NoError(r.t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-					continue next
-				}
-			}
-			switch {
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
-			case m.Counter != nil:
-				return m.GetCounter().GetValue()
-			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return -1
+	return metricstest.Value(r.t, reg, name, labels)
 }
 
 // gpuNodes creates n Ready kwok GPU nodes with a boot ID and returns their names.
