@@ -128,7 +128,7 @@ func (j *Janitor) Cycle(ctx context.Context) (*Plan, error) {
 	for i := range plan.Pods {
 		pp := &plan.Pods[i]
 		key := "pod/" + string(pp.Pod.UID)
-		live[key], live[key+"/problems"] = true, true
+		live[key], live[key+"/problems"], live[key+"/notice"] = true, true, true
 		plog := log.WithValues("pod", klog.KObj(pp.Pod))
 		if pp.Err != nil {
 			plog.Error(pp.Err, "Reading the pod's owners failed; leaving it alone this cycle")
@@ -183,7 +183,7 @@ func (j *Janitor) act(ctx context.Context, pp *PodPlan, key string) {
 			j.event(pp.Pod, corev1.EventTypeWarning, EventNoticeReset, "Notify", d.Why)
 		}
 	case decide.StepNotify:
-		j.notice(ctx, pp)
+		j.notice(ctx, pp, key)
 	case decide.StepConfirmSnooze:
 		n := *pp.Notice
 		n.SnoozeAcked = pp.Pod.Annotations[v1alpha1.AnnotationReclaimSnoozeUntil]
@@ -224,7 +224,7 @@ func (j *Janitor) act(ctx context.Context, pp *PodPlan, key string) {
 
 // notice claims the notice on the pod (optimistic lock: one janitor wins),
 // sends it, then records the deadline and the thread.
-func (j *Janitor) notice(ctx context.Context, pp *PodPlan) {
+func (j *Janitor) notice(ctx context.Context, pp *PodPlan, key string) {
 	log := logr.FromContextOrDiscard(ctx)
 	d := pp.Decision
 	now := j.Clock.Now()
@@ -239,8 +239,12 @@ func (j *Janitor) notice(ctx context.Context, pp *PodPlan) {
 		if err != nil {
 			j.Metrics.noticeFailed(err)
 			log.Error(err, "Sending the reclaim notice failed", "to", pp.Recipient.String())
-			j.event(pp.Pod, corev1.EventTypeWarning, EventNoticeFailed, "Notify",
-				fmt.Sprintf("rule %s holds (%s) but the Slack notice to %s failed: %v; nothing is reclaimed before a notice is sent", d.Rule, d.Evidence, pp.Recipient.String(), err))
+			// Evented once per distinct failure: a Slack outage retried
+			// every claim timeout is not an Event every time.
+			j.once(key+"/notice", err.Error(), func() {
+				j.event(pp.Pod, corev1.EventTypeWarning, EventNoticeFailed, "Notify",
+					fmt.Sprintf("rule %s holds (%s) but the Slack notice to %s failed: %v; nothing is reclaimed before a notice is sent; retried after %s", d.Rule, d.Evidence, pp.Recipient.String(), err, decide.ClaimTimeout))
+			})
 			if pp.Rules.RequireNotice {
 				return // the claim expires after decide.ClaimTimeout and the notice is retried
 			}
