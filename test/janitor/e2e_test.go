@@ -34,6 +34,8 @@ import (
 //   - a pod of an unknown controller: a Warning Event, no notice;
 //   - a Job stuck pending: the notice quotes the scheduler, the Job is
 //     deleted with background propagation;
+//   - a MIG instance idle by GR_ENGINE_ACTIVE (a ratio) is reclaimed, a
+//     busy one is not;
 //   - a pod expired by janitor/ttl on its namespace; a bad janitor/ttl
 //     value gets a Warning that names it.
 func TestReclaimLifecycle(t *testing.T) {
@@ -46,7 +48,7 @@ func TestReclaimLifecycle(t *testing.T) {
 		s.MaxPending = &metav1.Duration{Duration: 5 * time.Second}
 		s.Description = "test cluster policy"
 	})
-	for _, ns := range []string{"notebook", "busy", "snooze", "sts", "other", "pending", "expiry"} {
+	for _, ns := range []string{"notebook", "busy", "snooze", "sts", "other", "pending", "expiry", "mig"} {
 		w.namespace(ns, "alice@example.com")
 	}
 
@@ -96,6 +98,10 @@ func TestReclaimLifecycle(t *testing.T) {
 	w.util(badTTL, 1, 90)
 	patchPod(t, w, badTTL, `{"metadata":{"annotations":{"janitor/ttl":"3 days"}}}`)
 
+	// A MIG instance: GR_ENGINE_ACTIVE 0.01 is 1 %; another at 0.6 is busy.
+	migIdle := w.migPod("mig", "mig-idle", 0.01)
+	migBusy := w.migPod("mig", "mig-busy", 0.6)
+
 	j := w.janitor().start()
 
 	// Stuck pending and expired come first (no window to wait for).
@@ -115,6 +121,9 @@ func TestReclaimLifecycle(t *testing.T) {
 	require.Equal(t, w.slack.DMChannel("U0BOB00002"), busyNotice.Channel, "DM to the user ID on the pod")
 	depNotice := w.waitMessage(dep, "will be reclaimed", 30*time.Second)
 	w.waitMessage(ssPod, "will be reclaimed", 30*time.Second)
+
+	migNotice := w.waitMessage(migIdle, "will be reclaimed", 30*time.Second)
+	require.Contains(t, migNotice.Text, "GPU utilisation at most 1% over the last 20s on 1 GPU")
 
 	// During the grace period: the busy pod gets busy, the Deployment pod is snoozed.
 	w.util(busy, 2, 80)
@@ -161,6 +170,9 @@ func TestReclaimLifecycle(t *testing.T) {
 		require.NotContains(t, m.Text, "Reclaimed")
 	}
 
+	w.waitMessage(migIdle, "Reclaimed", 40*time.Second)
+	require.Empty(t, w.messagesFor(migBusy), "a MIG instance at 60% is busy")
+
 	// The unknown controller: an Event, no message, nothing deleted.
 	require.NotEmpty(t, w.events(other, controller.EventUnsupportedOwner))
 	require.Empty(t, w.messagesFor(other))
@@ -168,7 +180,7 @@ func TestReclaimLifecycle(t *testing.T) {
 	require.NoError(t, err)
 
 	// One notice per pod, whatever the cycles in between.
-	for _, p := range []*corev1.Pod{nbPod, busy, dep, ssPod, job, expired} {
+	for _, p := range []*corev1.Pod{nbPod, busy, dep, ssPod, job, expired, migIdle} {
 		notices := 0
 		for _, m := range w.messagesFor(p) {
 			if m.ThreadTS == "" {

@@ -193,6 +193,22 @@ func (w *world) gpuPod(ns, name string, gpus int, owners ...metav1.OwnerReferenc
 	return pod
 }
 
+// migPod creates a running pod holding one MIG instance and gives it a
+// GR_ENGINE_ACTIVE series (a ratio) with the given value.
+func (w *world) migPod(ns, name string, ratio float64) *corev1.Pod {
+	w.t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{NodeName: w.node, Containers: []corev1.Container{{Name: "main", Image: "registry.example/nb:1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("1")}}}}},
+	}
+	require.NoError(w.t, w.env.Client.Create(context.Background(), pod))
+	w.waitRunning(pod)
+	w.dcgm.Set(harness.DCGMSeries{Namespace: ns, Pod: name, Container: "main", Hostname: w.node,
+		UUID: "GPU-" + string(pod.UID), GPU: 0, MIGInstance: "7", MIGProfile: "1g.10gb"}, ratio)
+	return pod
+}
+
 func (w *world) waitRunning(pod *corev1.Pod) {
 	w.t.Helper()
 	require.Eventually(w.t, func() bool {
