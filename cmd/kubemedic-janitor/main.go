@@ -25,6 +25,7 @@ func main() {
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader so that only one replica acts")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0", "address of net/http/pprof (profiles for a scale problem); 0 turns it off")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", "", "Prometheus HTTP API with dcgm-exporter's metrics, e.g. http://prometheus-k8s.monitoring:9090; without it no pod is ever idle (Unknown)")
 	fs.DurationVar(&o.Staleness, "metrics-staleness", 5*time.Minute, "a GPU series whose last sample is older than this is stale, and its pod Unknown")
 	fs.DurationVar(&o.Interval, "interval", controller.DefaultInterval, "time between reclaim cycles")

@@ -27,6 +27,7 @@ func main() {
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader so that only one replica acts")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0", "address of net/http/pprof (profiles for a scale problem); 0 turns it off")
 	fs.DurationVar(&o.Retention, "retention", 168*time.Hour, "how long finished NodeOperations are kept (at least the longest attemptCap window and nodeCooldown of any policy)")
 	fs.StringVar(&tokenFile, "slack-token-file", "", "file holding the Slack bot token (xoxb-...); else the "+notify.EnvSlackToken+" environment variable; neither, or a file that is missing or unusable: the owners of pods a drain stops are not told, and remediation goes on")
 	fs.StringVar(&slackURL, "slack-api-url", "", "Slack Web API base URL (default https://slack.com/api/)")

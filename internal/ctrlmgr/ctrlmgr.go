@@ -31,6 +31,9 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz; "" or "0" turns them off.
 	ProbeAddr string
+	// PprofAddr serves net/http/pprof (heap and CPU profiles for a scale
+	// problem); "" or "0" turns it off, the default.
+	PprofAddr string
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election;
 	// zero keeps controller-runtime's defaults (15s, 10s, 2s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
@@ -43,6 +46,7 @@ func New(cfg *rest.Config, o Options, scheme *runtime.Scheme, cacheOpts cache.Op
 		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.Namespace,
@@ -57,6 +61,9 @@ func New(cfg *rest.Config, o Options, scheme *runtime.Scheme, cacheOpts cache.Op
 	}
 	if mo.Metrics.BindAddress == "" {
 		mo.Metrics.BindAddress = "0"
+	}
+	if mo.PprofBindAddress == "" {
+		mo.PprofBindAddress = "0"
 	}
 	if mo.HealthProbeBindAddress == "0" {
 		mo.HealthProbeBindAddress = ""

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/janitor/decide"
@@ -163,4 +164,29 @@ func podFacts(pod *corev1.Pod, chain []owner, ns *corev1.Namespace) decide.Pod {
 		add("namespace "+ns.Name, ns)
 	}
 	return p
+}
+
+// chainMemo reads each controller once per cycle: the pods of one
+// workload share it.
+type chainMemo struct {
+	reader client.Reader
+	memo   map[types.UID]chainResult
+}
+
+type chainResult struct {
+	chain []owner
+	err   error
+}
+
+func (m *chainMemo) get(ctx context.Context, pod *corev1.Pod) ([]owner, error) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.UID == "" {
+		return controllerChain(ctx, m.reader, pod)
+	}
+	if r, ok := m.memo[ref.UID]; ok {
+		return r.chain, r.err
+	}
+	chain, err := controllerChain(ctx, m.reader, pod)
+	m.memo[ref.UID] = chainResult{chain, err}
+	return chain, err
 }

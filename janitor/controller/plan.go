@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/internal/notify"
@@ -124,48 +126,52 @@ func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
 		validNS[np.Namespace] = append(validNS[np.Namespace], np)
 	}
 
-	type pending struct {
-		idx    int
+	// work is what the first pass learns about a selected GPU pod; a
+	// PodPlan is made only for the pods with something to do or to say.
+	// At 50,000 GPU pods a cycle is mostly these two loops, so they
+	// allocate per pod only what a decision needs.
+	type work struct {
+		pp     PodPlan // Verdict, Decision, Recipient filled in the second pass
 		target decide.Target
 		exempt string
+		done   bool // decided (unreadable notice) or left alone (unreadable owners)
 	}
-	var todo []pending
+	ws := make([]work, 0, len(in.Pods))
 	seen := map[gpuutil.Query]bool{}
+	chains := chainMemo{reader: in.Reader, memo: map[types.UID]chainResult{}}
 	for i := range in.Pods {
 		pod := &in.Pods[i]
 		if w, m := GPURequests(pod); w+m == 0 || pod.DeletionTimestamp != nil ||
 			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		pp := PodPlan{Pod: pod}
 		notice, err := decide.ParseNotice(pod.Annotations[v1alpha1.AnnotationReclaimNotice])
-		pp.Notice = notice
-		chain, cerr := controllerChain(ctx, in.Reader, pod)
-		if cerr != nil {
-			pp.Err = cerr
-			plan.Pods = append(plan.Pods, pp)
-			continue
-		}
-		ns := namespaces[pod.Namespace]
-		pp.Facts = podFacts(pod, chain, ns)
-		var cs []*v1alpha1.ClusterReclaimPolicy
-		exempt := exemption(pod, chain, in.SelfNamespace)
-		for _, c := range selecting(pod.Namespace) {
-			if policies.ExemptsPod(c, pod.Labels) && exempt == "" {
-				exempt = "exempted by ClusterReclaimPolicy " + c.Name
-			}
-			cs = append(cs, c)
-		}
+		cs := selecting(pod.Namespace)
 		var ns2 []*v1alpha1.ReclaimPolicy
 		for _, np := range validNS[pod.Namespace] {
 			if policies.SelectsPod(np, pod.Labels) {
 				ns2 = append(ns2, np)
 			}
 		}
-		pp.Rules, pp.Selected = policies.MergeReclaim(cs, ns2)
-		if !pp.Selected && notice == nil && err == nil {
+		if len(cs) == 0 && len(ns2) == 0 && notice == nil && err == nil {
+			continue // no policy, no state: nothing to decide
+		}
+		ws = append(ws, work{pp: PodPlan{Pod: pod, Notice: notice}})
+		w := &ws[len(ws)-1]
+		pp := &w.pp
+		chain, cerr := chains.get(ctx, pod)
+		if cerr != nil {
+			pp.Err, w.done = cerr, true
 			continue
 		}
+		pp.Facts = podFacts(pod, chain, namespaces[pod.Namespace])
+		exempt := exemption(pod, chain, in.SelfNamespace)
+		for _, c := range cs {
+			if exempt == "" && policies.ExemptsPod(c, pod.Labels) {
+				exempt = "exempted by ClusterReclaimPolicy " + c.Name
+			}
+		}
+		pp.Rules, pp.Selected = policies.MergeReclaim(cs, ns2)
 		if pod.Annotations[v1alpha1.AnnotationReclaim] == v1alpha1.ReclaimDisabled && exempt == "" {
 			if pp.Rules.AllowOptOut {
 				exempt = "the owner opted out with " + v1alpha1.AnnotationReclaim + "=" + v1alpha1.ReclaimDisabled
@@ -177,17 +183,8 @@ func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
 		if !pp.Selected && exempt == "" {
 			exempt = "no reclaim policy selects the pod any more"
 		}
-		var nsObj *corev1.Namespace = ns
-		if nsObj == nil {
-			nsObj = &corev1.Namespace{}
-			nsObj.Name = pod.Namespace
-		}
-		rcpt, probs, ok := notify.ResolveOwner(pod, nsObj, in.DefaultChannel)
-		pp.Recipient, pp.HasRecipient = rcpt, ok
-		pp.Problems = append(pp.Problems, probs...)
 		if err != nil {
-			pp.Decision = decide.Next(decide.Input{Now: in.Now, NoticeErr: err})
-			plan.Pods = append(plan.Pods, pp)
+			pp.Decision, w.done = decide.Next(decide.Input{Now: in.Now, NoticeErr: err}), true
 			continue
 		}
 		if pp.Rules.Idle != nil && pod.Status.Phase == corev1.PodRunning && exempt == "" {
@@ -198,8 +195,7 @@ func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
 				}
 			}
 		}
-		todo = append(todo, pending{idx: len(plan.Pods), target: target(pod, chain), exempt: exempt})
-		plan.Pods = append(plan.Pods, pp)
+		w.target, w.exempt = target(pod, chain), exempt
 	}
 
 	sort.Slice(plan.Queries, func(i, j int) bool {
@@ -209,20 +205,39 @@ func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
 	if len(plan.Queries) > 0 {
 		plan.Results = in.Source.Fetch(ctx, plan.Queries, in.Now)
 	}
-	for _, t := range todo {
-		pp := &plan.Pods[t.idx]
-		var idle decide.Idle
-		if pp.Rules.Idle != nil {
-			idle = decide.IdleFromMetrics(&pp.Facts, pp.Rules.Idle.Window.Duration, plan.Results)
+	for i := range ws {
+		w := &ws[i]
+		pp := &w.pp
+		if !w.done {
+			var idle decide.Idle
+			if pp.Rules.Idle != nil {
+				idle = decide.IdleFromMetrics(&pp.Facts, pp.Rules.Idle.Window.Duration, plan.Results)
+			}
+			pp.Verdict = decide.Judge(&pp.Facts, pp.Rules, idle, in.Now)
+			// Who would be told matters only when there is something to say.
+			if _, candidate := pp.Verdict.Candidate(); candidate || pp.Notice != nil {
+				ns := namespaces[pp.Pod.Namespace]
+				if ns == nil {
+					ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pp.Pod.Namespace}}
+				}
+				rcpt, probs, ok := notify.ResolveOwner(pp.Pod, ns, in.DefaultChannel)
+				pp.Recipient, pp.HasRecipient = rcpt, ok
+				pp.Problems = append(pp.Problems, probs...)
+			}
+			pp.Decision = decide.Next(decide.Input{
+				Now: in.Now, Reclaim: pp.Rules, Exempt: w.exempt, Verdict: pp.Verdict, Notice: pp.Notice,
+				Snooze: pp.Pod.Annotations[v1alpha1.AnnotationReclaimSnoozeUntil], Target: w.target,
+				NotifierReady: in.NotifierReady && pp.HasRecipient, PodName: pp.Pod.Name,
+			})
+			pp.Problems = append(pp.Problems, pp.Decision.Problems...)
 		}
-		pp.Verdict = decide.Judge(&pp.Facts, pp.Rules, idle, in.Now)
-		ready := in.NotifierReady && pp.HasRecipient
-		pp.Decision = decide.Next(decide.Input{
-			Now: in.Now, Reclaim: pp.Rules, Exempt: t.exempt, Verdict: pp.Verdict, Notice: pp.Notice,
-			Snooze: pp.Pod.Annotations[v1alpha1.AnnotationReclaimSnoozeUntil], Target: t.target,
-			NotifierReady: ready, PodName: pp.Pod.Name,
-		})
-		pp.Problems = append(pp.Problems, pp.Decision.Problems...)
+		// Keep only the pods with something to do or to say: most GPU pods
+		// in a cycle are busy and need neither a write nor a line.
+		if pp.Err == nil && pp.Notice == nil && len(pp.Problems) == 0 &&
+			pp.Decision.Step == decide.StepNone && pp.Decision.State == decide.StateNone {
+			continue
+		}
+		plan.Pods = append(plan.Pods, *pp)
 	}
 	return plan, nil
 }

@@ -119,7 +119,7 @@ func TestJudge(t *testing.T) {
 			}
 			require.Len(t, v.Problems, tc.problems, "%v", v.Problems)
 			if tc.clear != "" {
-				require.Equal(t, tc.clear, v.Clear[decide.RuleIdle])
+				require.Equal(t, tc.clear, v.Cleared(decide.RuleIdle, r))
 			}
 			if !tc.nextCheck.IsZero() {
 				require.Equal(t, tc.nextCheck, v.NextCheck)
@@ -227,8 +227,8 @@ func TestNext(t *testing.T) {
 		{desc: "stale claim whose rule ended is reset", in: decide.Input{Notice: &decide.Notice{Rule: decide.RuleIdle, ClaimedAt: t0.Add(-3 * time.Minute)}}, step: decide.StepReset},
 		{desc: "noticed, in grace: wait until the deadline", in: decide.Input{Verdict: idle, Notice: noticed()}, step: decide.StepWait, state: decide.StateNoticed,
 			requeue: t0.Add(30 * time.Minute), deadline: t0.Add(30 * time.Minute)},
-		{desc: "busy during grace: cancelled, saying why", in: decide.Input{Verdict: decide.Verdict{Clear: map[decide.Rule]string{decide.RuleIdle: "GPU utilisation reached 80%"}}, Notice: noticed()},
-			step: decide.StepCancel, why: "rule Idle no longer holds: GPU utilisation reached 80%"},
+		{desc: "busy during grace: cancelled, saying why", in: decide.Input{Verdict: decide.Verdict{Idle: decide.Idle{State: decide.IdleIdle, MaxPercent: 80, GPUs: 2}}, Notice: noticed()},
+			step: decide.StepCancel, why: "rule Idle no longer holds: GPU utilisation reached 80% in the last 4h (threshold 5%)"},
 		{desc: "unknown during grace: keep waiting", in: decide.Input{Verdict: unknown, Notice: noticed()}, step: decide.StepWait},
 		{desc: "deadline passed, rule holds: reclaim", in: decide.Input{Verdict: idle, Notice: noticed(past), Target: job}, step: decide.StepReclaim, why: "delete Job train"},
 		{desc: "deadline passed, unknown: never reclaim", in: decide.Input{Verdict: unknown, Notice: noticed(past), Target: job}, step: decide.StepWait, state: decide.StateUnknown, why: "cannot be checked"},

@@ -239,7 +239,7 @@ func decideNext(in Input) Decision {
 	evidence, holds := in.Verdict.Holds(n.Rule)
 	if _, unknown := in.Verdict.Unknown[n.Rule]; !holds && !unknown {
 		d.Step, d.Why = StepCancel, fmt.Sprintf("rule %s no longer holds", n.Rule)
-		if why := in.Verdict.Clear[n.Rule]; why != "" {
+		if why := in.Verdict.Cleared(n.Rule, in.Reclaim); why != "" {
 			d.Why += ": " + why
 		}
 		return d

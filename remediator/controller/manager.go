@@ -26,6 +26,8 @@ type ManagerOptions struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz; "0" or "" turns them off.
 	ProbeAddr string
+	// PprofAddr serves net/http/pprof; "" or "0" (the default) turns it off.
+	PprofAddr string
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election;
 	// zero keeps controller-runtime's defaults (15s, 10s, 2s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
@@ -58,7 +60,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, o ManagerOptions) (ctrl.M
 	}
 	mgr, err := ctrlmgr.New(cfg, ctrlmgr.Options{
 		Namespace: o.Namespace, LeaderElection: o.LeaderElection, LeaderElectionID: o.LeaderElectionID,
-		MetricsAddr: o.MetricsAddr, ProbeAddr: o.ProbeAddr,
+		MetricsAddr: o.MetricsAddr, ProbeAddr: o.ProbeAddr, PprofAddr: o.PprofAddr,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
 	}, scheme, CacheOptions(o.Namespace))
 	if err != nil {
