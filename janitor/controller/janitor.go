@@ -147,7 +147,7 @@ func (j *Janitor) Cycle(ctx context.Context) (*Plan, error) {
 	}
 	j.forget(live)
 	j.Metrics.setStates(plan)
-	log.V(1).Info("Janitor cycle done", "pods", len(plan.Pods), "queries", len(plan.Queries), "took", j.Clock.Since(start))
+	log.V(1).Info("Janitor cycle done", "pods", len(pods.Items), "withState", len(plan.Pods), "queries", len(plan.Queries), "took", j.Clock.Since(start))
 	return plan, nil
 }
 
