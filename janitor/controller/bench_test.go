@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -83,5 +84,35 @@ func BenchmarkMakePlan(b *testing.B) {
 		if len(p.Queries) != 1 {
 			b.Fatalf("%d queries", len(p.Queries))
 		}
+	}
+}
+
+// BenchmarkStrippedPodSize reports the heap a GPU pod costs in the
+// janitor's cache (bytes/pod), the most of its memory at scale.
+func BenchmarkStrippedPodSize(b *testing.B) {
+	const n = 20000
+	start := metav1.NewTime(time.Now())
+	mk := func(i int) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-12", Name: fmt.Sprintf("trainer-abcde-%d", i),
+			UID: types.UID(fmt.Sprintf("0f3c9a4e-1b2d-4c5e-8f90-%012d", i)), ResourceVersion: fmt.Sprint(100000 + i), CreationTimestamp: start,
+			Labels:          map[string]string{"app": "trainer", "controller-revision-hash": "trainer-5d8f", "statefulset.kubernetes.io/pod-name": "trainer-0"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "trainer", UID: "u", Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{NodeName: "gpu-node-0001", Containers: []corev1.Container{{Name: "c", Image: "img",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), "cpu": resource.MustParse("4")}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &start,
+				Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: start}}}}
+	}
+	for b.Loop() {
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		store := make([]any, n)
+		for i := range store {
+			store[i], _ = stripPod(mk(i))
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/n, "bytes/pod")
+		runtime.KeepAlive(store)
 	}
 }

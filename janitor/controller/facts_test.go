@@ -76,10 +76,21 @@ func TestGPURequestsAndStrip(t *testing.T) {
 	s := out.(*corev1.Pod)
 	w2, m2 := GPURequests(s)
 	require.Equal(t, []int{3, 3}, []int{w2, m2}, "the stripped pod keeps its GPU counts")
-	require.Equal(t, map[string]string{"janitor/ttl": "1d", "kubemedic.io/owner": "a@b.c"}, s.Annotations)
+	require.Equal(t, map[string]string{"janitor/ttl": "1d", "kubemedic.io/owner": "a@b.c", annotationGPUs: "3,3"}, s.Annotations)
+	require.Empty(t, s.Status.Conditions, "PodScheduled=True is not needed")
+	require.Empty(t, s.Spec.Containers)
+
+	// An unschedulable pod keeps its condition; a pod claiming the cache's
+	// annotation in the API server is counted from its containers.
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: "0/3 nodes"}}
+	p.Annotations[annotationGPUs] = "100,100"
+	w, m = GPURequests(p)
+	require.Equal(t, []int{3, 3}, []int{w, m})
+	out, err = stripPod(p)
+	require.NoError(t, err)
+	s = out.(*corev1.Pod)
+	require.Equal(t, "3,3", s.Annotations[annotationGPUs])
 	require.Len(t, s.Status.Conditions, 1)
-	require.Equal(t, corev1.PodScheduled, s.Status.Conditions[0].Type)
-	require.Empty(t, s.Spec.Containers[0].Image)
 
 	cpu := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"a": "b"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"cpu": resource.MustParse("1")}}}}}}
