@@ -21,7 +21,7 @@ import (
 )
 
 // allBusy answers every query with every pod at 50 %.
-type allBusy struct{ pods []corev1.Pod }
+type allBusy struct{ pods []*corev1.Pod }
 
 func (s allBusy) Fetch(_ context.Context, qs []gpuutil.Query, _ time.Time) map[gpuutil.Query]gpuutil.Result {
 	out := map[gpuutil.Query]gpuutil.Result{}
@@ -52,7 +52,7 @@ func BenchmarkMakePlan(b *testing.B) {
 			Annotations: map[string]string{"kubemedic.io/owner": "alice@example.com"}}})
 	}
 	start := metav1.NewTime(time.Now().Add(-2 * time.Hour))
-	var list []corev1.Pod
+	var list []*corev1.Pod
 	for i := 0; i < pods; i++ {
 		ns, ss := fmt.Sprintf("ns-%d", i%namespaces), fmt.Sprintf("ss-%d", i/perWorkload)
 		uid := types.UID(fmt.Sprintf("uid-%s", ss))
@@ -66,7 +66,7 @@ func BenchmarkMakePlan(b *testing.B) {
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &start}}
 		stripped, _ := stripPod(p)
-		list = append(list, *stripped.(*corev1.Pod))
+		list = append(list, stripped.(*corev1.Pod))
 	}
 	for i := 0; i < len(list); i += perWorkload {
 		// the StatefulSets of the same namespace as their pods

@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"context"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -20,9 +18,6 @@ const (
 	resourceGPU       = corev1.ResourceName("nvidia.com/gpu")
 	resourceMIGPrefix = "nvidia.com/mig-"
 )
-
-// indexGPUPod indexes the cached pods that request GPUs, by "true".
-const indexGPUPod = "kubemedic.io/gpu-pod"
 
 // GPURequests counts the whole GPUs and MIG instances a pod's containers
 // request (limits, which the device plugin requires to equal requests).
@@ -123,18 +118,6 @@ func stripPod(obj any) (any, error) {
 	return out, nil
 }
 
-// SetupIndexes registers the field indexes.
-func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
-	if err := idx.IndexField(ctx, &corev1.Pod{}, indexGPUPod, func(o client.Object) []string {
-		if w, m := GPURequests(o.(*corev1.Pod)); w+m > 0 {
-			return []string{"true"}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("index GPU pods: %w", err)
-	}
-	return nil
-}
 
 // Kinds of workload controllers the janitor follows from a pod, cached as
 // metadata only.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -67,6 +68,12 @@ type Janitor struct {
 	// Log is the janitor's logger.
 	Log logr.Logger
 
+	// pods are the GPU pods of the cache, fed by its pod informer;
+	// podsSynced reports whether the handler has seen every pod of the
+	// initial list (nil: do not wait).
+	pods       *gpuPods
+	podsSynced func() bool
+
 	// mu guards reported: the last Event key per object, so an unchanged
 	// decision that has no state on the pod (dry run, blocked notice,
 	// invalid annotation) is evented once, not every cycle.
@@ -83,6 +90,11 @@ func (j *Janitor) NeedLeaderElection() bool { return true }
 func (j *Janitor) Start(ctx context.Context) error {
 	log := j.Log
 	ctx = logr.NewContext(ctx, log)
+	// A first cycle on part of the pods would only miss some; waiting
+	// keeps the first plan whole.
+	if j.podsSynced != nil && !toolscache.WaitForCacheSync(ctx.Done(), j.podsSynced) {
+		return nil
+	}
 	for {
 		if _, err := j.Cycle(ctx); err != nil {
 			log.Error(err, "Janitor cycle failed; trying again next cycle")
@@ -103,13 +115,10 @@ func (j *Janitor) Cycle(ctx context.Context) (*Plan, error) {
 		j.Metrics.cycleDuration.Observe(j.Clock.Since(start).Seconds())
 		j.Metrics.lastCycle.Set(float64(j.Clock.Now().Unix()))
 	}()
-	var pods corev1.PodList
-	// No deep copy of 50,000 pods a cycle: the plan only reads them, and
+	// The cache's own pods, not copies: the plan only reads them, and
 	// every write builds its own object.
-	if err := j.Client.List(ctx, &pods, client.MatchingFields{indexGPUPod: "true"}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list GPU pods: %w", err)
-	}
-	plan, err := MakePlan(ctx, PlanInput{Reader: j.Client, Pods: pods.Items, Source: j.Source, Now: start,
+	pods := j.pods.list()
+	plan, err := MakePlan(ctx, PlanInput{Reader: j.Client, Pods: pods, Source: j.Source, Now: start,
 		NotifierReady: j.NotifierReady, DefaultChannel: j.DefaultChannel, SelfNamespace: j.SelfNamespace})
 	if err != nil {
 		return nil, err
@@ -147,7 +156,7 @@ func (j *Janitor) Cycle(ctx context.Context) (*Plan, error) {
 	}
 	j.forget(live)
 	j.Metrics.setStates(plan)
-	log.V(1).Info("Janitor cycle done", "pods", len(pods.Items), "withState", len(plan.Pods), "queries", len(plan.Queries), "took", j.Clock.Since(start))
+	log.V(1).Info("Janitor cycle done", "pods", len(pods), "withState", len(plan.Pods), "queries", len(plan.Queries), "took", j.Clock.Since(start))
 	return plan, nil
 }
 

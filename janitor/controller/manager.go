@@ -9,6 +9,7 @@ import (
 	promapi "github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -98,13 +99,19 @@ func NewManager(ctx context.Context, cfg *rest.Config, o ManagerOptions) (ctrl.M
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, nil, err
-	}
 	j, err := New(mgr, o.Options)
 	if err != nil {
 		return nil, nil, err
 	}
+	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod informer: %w", err)
+	}
+	reg, err := inf.AddEventHandler(j.pods.handler())
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod informer handler: %w", err)
+	}
+	j.podsSynced = reg.HasSynced
 	if err := mgr.Add(j); err != nil {
 		return nil, nil, fmt.Errorf("add the janitor: %w", err)
 	}
@@ -150,7 +157,7 @@ func New(mgr ctrl.Manager, o Options) (*Janitor, error) {
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Source: src, Notifier: o.Notifier, NotifierReady: ready,
 		Recorder: mgr.GetEventRecorder("kubemedic-janitor"), Clock: o.Clock, Metrics: m, Interval: o.Interval,
 		Identity: o.Identity, DefaultChannel: o.DefaultChannel, SelfNamespace: o.Namespace,
-		Log: mgr.GetLogger().WithName("janitor"),
+		Log: mgr.GetLogger().WithName("janitor"), pods: newGPUPods(),
 	}, nil
 }
 

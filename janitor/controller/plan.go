@@ -59,8 +59,9 @@ type PlanInput struct {
 	// Reader reads policies, namespaces and workload metadata: the cache
 	// in the controller, a read-only API client in `kubemedic janitor plan`.
 	Reader client.Reader
-	// Pods are the candidate pods; pods without GPUs are skipped.
-	Pods   []corev1.Pod
+	// Pods are the candidate pods; pods without GPUs are skipped. They
+	// are only read.
+	Pods   []*corev1.Pod
 	Source gpuutil.Source
 	Now    time.Time
 	// NotifierReady is false when Slack is not configured.
@@ -140,7 +141,7 @@ func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
 	seen := map[gpuutil.Query]bool{}
 	chains := chainMemo{reader: in.Reader, memo: map[types.UID]chainResult{}}
 	for i := range in.Pods {
-		pod := &in.Pods[i]
+		pod := in.Pods[i]
 		if w, m := GPURequests(pod); w+m == 0 || pod.DeletionTimestamp != nil ||
 			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue

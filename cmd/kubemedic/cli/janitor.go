@@ -87,7 +87,11 @@ func runJanitorPlan(ctx context.Context, kubeconfig string, src gpuutil.Source, 
 	if src == nil {
 		src = unknownSource{}
 	}
-	p, err := controller.MakePlan(ctx, controller.PlanInput{Reader: c, Pods: pods.Items, Source: src, Now: now,
+	ptrs := make([]*corev1.Pod, len(pods.Items))
+	for i := range pods.Items {
+		ptrs[i] = &pods.Items[i]
+	}
+	p, err := controller.MakePlan(ctx, controller.PlanInput{Reader: c, Pods: ptrs, Source: src, Now: now,
 		NotifierReady: slack, DefaultChannel: defaultChannel, SelfNamespace: selfNS})
 	if err != nil {
 		fmt.Fprintf(stderr, "kubemedic janitor plan: %v\n", err)
