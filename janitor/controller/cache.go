@@ -118,7 +118,6 @@ func stripPod(obj any) (any, error) {
 	return out, nil
 }
 
-
 // Kinds of workload controllers the janitor follows from a pod, cached as
 // metadata only.
 var (
