@@ -147,21 +147,23 @@ func podFacts(pod *corev1.Pod, chain []owner, ns *corev1.Namespace) decide.Pod {
 			p.Unschedulable = &decide.Unschedulable{Since: c.LastTransitionTime.Time, Message: strings.TrimSpace(c.Message)}
 		}
 	}
-	add := func(object string, m metav1.Object) {
+	// The object's name is built only when it has an annotation: this runs
+	// for every GPU pod twice a cycle.
+	add := func(kind string, m metav1.Object) {
 		a := m.GetAnnotations()
 		ttl, exp := a[v1alpha1.AnnotationJanitorTTL], a[v1alpha1.AnnotationJanitorExpires]
 		if ttl != "" || exp != "" {
-			p.Expiry = append(p.Expiry, decide.ExpirySource{Object: object, Created: m.GetCreationTimestamp().Time, TTL: ttl, Expires: exp})
+			p.Expiry = append(p.Expiry, decide.ExpirySource{Object: kind + " " + m.GetName(), Created: m.GetCreationTimestamp().Time, TTL: ttl, Expires: exp})
 		}
 	}
-	add("pod "+pod.Name, pod)
+	add("pod", pod)
 	for _, o := range chain {
 		if o.meta != nil {
-			add(o.gvk.Kind+" "+o.meta.Name, o.meta)
+			add(o.gvk.Kind, o.meta)
 		}
 	}
 	if ns != nil {
-		add("namespace "+ns.Name, ns)
+		add("namespace", ns)
 	}
 	return p
 }
@@ -179,14 +181,25 @@ type chainResult struct {
 }
 
 func (m *chainMemo) get(ctx context.Context, pod *corev1.Pod) ([]owner, error) {
-	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.UID == "" {
+	uid := controllerUID(pod.OwnerReferences)
+	if uid == "" {
 		return controllerChain(ctx, m.reader, pod)
 	}
-	if r, ok := m.memo[ref.UID]; ok {
+	if r, ok := m.memo[uid]; ok {
 		return r.chain, r.err
 	}
 	chain, err := controllerChain(ctx, m.reader, pod)
-	m.memo[ref.UID] = chainResult{chain, err}
+	m.memo[uid] = chainResult{chain, err}
 	return chain, err
+}
+
+// controllerUID is the UID of the controller reference ("" when none),
+// found without metav1.GetControllerOf's copy of the reference.
+func controllerUID(refs []metav1.OwnerReference) types.UID {
+	for i := range refs {
+		if refs[i].Controller != nil && *refs[i].Controller {
+			return refs[i].UID
+		}
+	}
+	return ""
 }

@@ -70,6 +70,14 @@ type PlanInput struct {
 	SelfNamespace  string
 }
 
+// work is what prepare learns about a selected GPU pod.
+type work struct {
+	pp     PodPlan // Verdict, Decision and Recipient are filled in later
+	target decide.Target
+	exempt string
+	done   bool // decided (unreadable notice) or left alone (unreadable owners)
+}
+
 // MakePlan judges every GPU pod. It makes one Prometheus query per
 // distinct (metric, window) among the idle rules of the running pods.
 func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
@@ -127,24 +135,35 @@ func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
 		validNS[np.Namespace] = append(validNS[np.Namespace], np)
 	}
 
-	// work is what the first pass learns about a selected GPU pod; a
-	// PodPlan is made only for the pods with something to do or to say.
-	// At 50,000 GPU pods a cycle is mostly these two loops, so they
-	// allocate per pod only what a decision needs.
-	type work struct {
-		pp     PodPlan // Verdict, Decision, Recipient filled in the second pass
-		target decide.Target
-		exempt string
-		done   bool // decided (unreadable notice) or left alone (unreadable owners)
-	}
-	ws := make([]work, 0, len(in.Pods))
-	seen := map[gpuutil.Query]bool{}
+	// A cycle reads every GPU pod twice: once to learn which Prometheus
+	// queries it needs, then, with the answers, to decide. Both passes call
+	// prepare, so they agree, and nothing is kept per pod between them: at
+	// 50,000 GPU pods a kept record would be tens of MB a cycle. A PodPlan
+	// is kept only for the pods with something to do or to say.
 	chains := chainMemo{reader: in.Reader, memo: map[types.UID]chainResult{}}
-	for i := range in.Pods {
-		pod := in.Pods[i]
-		if w, m := GPURequests(pod); w+m == 0 || pod.DeletionTimestamp != nil ||
+	// The merge depends only on the policies selecting the pod: the same
+	// for most pods of a namespace. The result is shared, read only.
+	type mergedRules struct {
+		r  policies.Reclaim
+		ok bool
+	}
+	merges := map[string]mergedRules{}
+	merged := func(ns string, cs []*v1alpha1.ClusterReclaimPolicy, ns2 []*v1alpha1.ReclaimPolicy) (policies.Reclaim, bool) {
+		key := ns
+		for _, np := range ns2 {
+			key += "/" + np.Name
+		}
+		if m, ok := merges[key]; ok {
+			return m.r, m.ok
+		}
+		r, ok := policies.MergeReclaim(cs, ns2)
+		merges[key] = mergedRules{r, ok}
+		return r, ok
+	}
+	prepare := func(pod *corev1.Pod) (w work, ok bool) {
+		if wn, mn := GPURequests(pod); wn+mn == 0 || pod.DeletionTimestamp != nil ||
 			pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
+			return w, false
 		}
 		notice, err := decide.ParseNotice(pod.Annotations[v1alpha1.AnnotationReclaimNotice])
 		cs := selecting(pod.Namespace)
@@ -155,15 +174,14 @@ func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
 			}
 		}
 		if len(cs) == 0 && len(ns2) == 0 && notice == nil && err == nil {
-			continue // no policy, no state: nothing to decide
+			return w, false // no policy, no state: nothing to decide
 		}
-		ws = append(ws, work{pp: PodPlan{Pod: pod, Notice: notice}})
-		w := &ws[len(ws)-1]
+		w.pp = PodPlan{Pod: pod, Notice: notice}
 		pp := &w.pp
 		chain, cerr := chains.get(ctx, pod)
 		if cerr != nil {
 			pp.Err, w.done = cerr, true
-			continue
+			return w, true
 		}
 		pp.Facts = podFacts(pod, chain, namespaces[pod.Namespace])
 		exempt := exemption(pod, chain, in.SelfNamespace)
@@ -172,7 +190,7 @@ func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
 				exempt = "exempted by ClusterReclaimPolicy " + c.Name
 			}
 		}
-		pp.Rules, pp.Selected = policies.MergeReclaim(cs, ns2)
+		pp.Rules, pp.Selected = merged(pod.Namespace, cs, ns2)
 		if pod.Annotations[v1alpha1.AnnotationReclaim] == v1alpha1.ReclaimDisabled && exempt == "" {
 			if pp.Rules.AllowOptOut {
 				exempt = "the owner opted out with " + v1alpha1.AnnotationReclaim + "=" + v1alpha1.ReclaimDisabled
@@ -186,19 +204,25 @@ func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
 		}
 		if err != nil {
 			pp.Decision, w.done = decide.Next(decide.Input{Now: in.Now, NoticeErr: err}), true
-			continue
-		}
-		if pp.Rules.Idle != nil && pod.Status.Phase == corev1.PodRunning && exempt == "" {
-			for _, q := range decide.Queries(&pp.Facts, pp.Rules.Idle.Window.Duration) {
-				if !seen[q] {
-					seen[q] = true
-					plan.Queries = append(plan.Queries, q)
-				}
-			}
+			return w, true
 		}
 		w.target, w.exempt = target(pod, chain), exempt
+		return w, true
 	}
 
+	seen := map[gpuutil.Query]bool{}
+	for _, pod := range in.Pods {
+		w, ok := prepare(pod)
+		if !ok || w.done || w.exempt != "" || w.pp.Rules.Idle == nil || pod.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		for _, q := range decide.Queries(&w.pp.Facts, w.pp.Rules.Idle.Window.Duration) {
+			if !seen[q] {
+				seen[q] = true
+				plan.Queries = append(plan.Queries, q)
+			}
+		}
+	}
 	sort.Slice(plan.Queries, func(i, j int) bool {
 		a, b := plan.Queries[i], plan.Queries[j]
 		return a.Metric < b.Metric || a.Metric == b.Metric && a.Window < b.Window
@@ -206,8 +230,12 @@ func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
 	if len(plan.Queries) > 0 {
 		plan.Results = in.Source.Fetch(ctx, plan.Queries, in.Now)
 	}
-	for i := range ws {
-		w := &ws[i]
+
+	for _, pod := range in.Pods {
+		w, ok := prepare(pod)
+		if !ok {
+			continue
+		}
 		pp := &w.pp
 		if !w.done {
 			var idle decide.Idle
@@ -217,18 +245,18 @@ func MakePlan(ctx context.Context, in PlanInput) (*Plan, error) {
 			pp.Verdict = decide.Judge(&pp.Facts, pp.Rules, idle, in.Now)
 			// Who would be told matters only when there is something to say.
 			if _, candidate := pp.Verdict.Candidate(); candidate || pp.Notice != nil {
-				ns := namespaces[pp.Pod.Namespace]
+				ns := namespaces[pod.Namespace]
 				if ns == nil {
-					ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pp.Pod.Namespace}}
+					ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pod.Namespace}}
 				}
-				rcpt, probs, ok := notify.ResolveOwner(pp.Pod, ns, in.DefaultChannel)
+				rcpt, probs, ok := notify.ResolveOwner(pod, ns, in.DefaultChannel)
 				pp.Recipient, pp.HasRecipient = rcpt, ok
 				pp.Problems = append(pp.Problems, probs...)
 			}
 			pp.Decision = decide.Next(decide.Input{
 				Now: in.Now, Reclaim: pp.Rules, Exempt: w.exempt, Verdict: pp.Verdict, Notice: pp.Notice,
-				Snooze: pp.Pod.Annotations[v1alpha1.AnnotationReclaimSnoozeUntil], Target: w.target,
-				NotifierReady: in.NotifierReady && pp.HasRecipient, PodName: pp.Pod.Name,
+				Snooze: pod.Annotations[v1alpha1.AnnotationReclaimSnoozeUntil], Target: w.target,
+				NotifierReady: in.NotifierReady && pp.HasRecipient, PodName: pod.Name,
 			})
 			pp.Problems = append(pp.Problems, pp.Decision.Problems...)
 		}
