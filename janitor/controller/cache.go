@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/internal/notify"
 )
 
 // Resource names of NVIDIA's device plugin: whole GPUs, and MIG instances
@@ -68,11 +70,44 @@ func keptAnnotation(k string) bool {
 // are cached as metadata only (their annotations and owners).
 func CacheOptions() cache.Options {
 	return cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: stripMeta,
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Transform: stripPod},
 		},
 	}
+}
+
+// stripMeta drops managed fields from every cached object, and from
+// namespaces and workload metadata every annotation the janitor does not
+// read: a kubectl last-applied-configuration on thousands of Deployments
+// would cost more than the pods.
+func stripMeta(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		o.ManagedFields = nil
+		o.Annotations = keepAnnotations(o.Annotations, false)
+		return o, nil
+	case *corev1.Namespace:
+		o.ManagedFields = nil
+		o.Annotations = keepAnnotations(o.Annotations, true)
+		return o, nil
+	}
+	return cache.TransformStripManagedFields()(obj)
+}
+
+// keepAnnotations keeps the janitor's and kube-janitor's annotations, and
+// on a namespace Kubeflow's owner.
+func keepAnnotations(a map[string]string, namespace bool) map[string]string {
+	var out map[string]string
+	for k, v := range a {
+		if keptAnnotation(k) || namespace && k == notify.AnnotationKubeflowOwner {
+			if out == nil {
+				out = make(map[string]string, 2)
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func stripPod(obj any) (any, error) {

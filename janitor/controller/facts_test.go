@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -135,4 +136,18 @@ func TestNoticeMessageSaysWhatWhenHow(t *testing.T) {
 	require.Contains(t, noticeMessage(pp, d, true).Text, "dry run: nothing will be changed")
 	require.Contains(t, reclaimedText(pp, decide.Decision{Rule: decide.RuleIdle, Target: decide.Target{Kind: decide.TargetDeployment, Name: "web"}}, "scaled"),
 		"kubectl scale deployment -n team web")
+}
+
+func TestStripMeta(t *testing.T) {
+	ann := map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{...}", "janitor/ttl": "1d", "kubemedic.io/owner": "a@b.c", "owner": "k@f.org"}
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "d", Annotations: maps.Clone(ann), ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
+	out, err := stripMeta(m)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"janitor/ttl": "1d", "kubemedic.io/owner": "a@b.c"}, out.(*metav1.PartialObjectMetadata).Annotations)
+	require.Nil(t, out.(*metav1.PartialObjectMetadata).ManagedFields)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team", Annotations: maps.Clone(ann)}}
+	out, err = stripMeta(ns)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"janitor/ttl": "1d", "kubemedic.io/owner": "a@b.c", "owner": "k@f.org"}, out.(*corev1.Namespace).Annotations,
+		"a namespace keeps Kubeflow's owner")
 }
