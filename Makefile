@@ -12,7 +12,7 @@ STATICCHECK    := $(TOOLS_DIR)/staticcheck-$(STATICCHECK_VERSION)
 
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build test unit testbin generate lint bench bench-detect bench-remediator bench-alertbridge fuzz demo tools clean-testbin help
+.PHONY: all build test unit testbin generate lint bench bench-detect bench-remediator bench-janitor bench-alertbridge fuzz demo tools clean-testbin help
 
 all: build
 
@@ -49,6 +49,9 @@ bench-detect: ## Time whole kubemedic-detect invocations against hand-written sh
 
 bench-remediator: testbin ## Measure the remediator at 5,000 kwok nodes and 100,000 pods: decision latency, peak RSS, API requests (ARGS="-steady 60s -nodes 500")
 	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" go run ./test/scale/remediator $(ARGS)
+
+bench-janitor: testbin ## Measure the janitor at 2,000 kwok nodes, 50,000 GPU pods and a real Prometheus: cycle time, queries per cycle, peak RSS, API writes (ARGS="-nodes 200 -pods 2000 -steady 30s")
+	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" go run ./test/scale/janitor $(ARGS)
 
 bench-alertbridge: ## 1,000 alert groups fire, resolve and re-fire through the alertbridge: GitHub calls per transition, webhook ack latency
 	go run ./test/scale/alertbridge $(ARGS)
