@@ -48,8 +48,8 @@ func SelectsNamespace(c *v1alpha1.ClusterReclaimPolicy, ns string, nsLabels map[
 // are never looser. Allowing opt-out or dropping the notice protects the
 // owner less and is a cluster admin's decision: a namespaced policy may not
 // turn either on when the cluster policy does not.
-// dryRun is not compared: a cluster policy in dry run keeps the namespace in
-// dry run whatever the namespaced policy says.
+// A namespaced dry run is looser too (it stops every reclaim); a cluster
+// policy in dry run keeps the namespace in dry run whatever it says.
 //
 // CEL cannot see other objects, so the janitor runs this check against the
 // live objects and ignores (with an Event) a namespaced policy that fails it;
@@ -80,6 +80,9 @@ func CheckReclaimOverride(ns *v1alpha1.ReclaimPolicy, c *v1alpha1.ClusterReclaim
 		if d.ns != nil && d.limit != nil && d.ns.Duration > d.limit.Duration {
 			looser(p.Child(d.name), d.ns.Duration.String(), d.limit.Duration, "use a duration at most as long")
 		}
+	}
+	if ns.Spec.DryRun != nil && ns.Spec.DryRun.Enabled && (c.Spec.DryRun == nil || !c.Spec.DryRun.Enabled) {
+		looser(p.Child("dryRun", "enabled"), true, false, "a dry run stops every reclaim; only the cluster policy can put its namespaces in dry run")
 	}
 	if ns.Spec.AllowOptOut != nil && *ns.Spec.AllowOptOut && (c.Spec.AllowOptOut == nil || !*c.Spec.AllowOptOut) {
 		looser(p.Child("allowOptOut"), true, false, "only the cluster policy can allow opt-out")
@@ -129,7 +132,10 @@ type Reclaim struct {
 //   - protections of the pod's owner hold unless every policy agrees to
 //     drop them: a notice is required unless every policy sets
 //     requireNotice: false; opt-out is allowed only when every cluster policy
-//     sets allowOptOut: true and no namespaced policy sets it false.
+//     sets allowOptOut: true and no namespaced policy sets it false (without
+//     a cluster policy: when a namespaced policy allows it and none forbids
+//     it). A cluster policy's unset gracePeriod and maxSnooze count as the
+//     defaults, as in CheckReclaimOverride.
 //   - dry run holds when any policy is in dry run; notices are sent in dry
 //     run when any policy in dry run asks for it.
 //   - deletePodsOfUnknownOwners holds when any policy sets it.
@@ -142,6 +148,7 @@ func MergeReclaim(clusters []*v1alpha1.ClusterReclaimPolicy, namespaced []*v1alp
 	r.GracePeriod, r.MaxSnooze = -1, -1
 	r.RequireNotice = false
 	optOut := len(clusters) > 0
+	nsAllows, nsForbids := false, false
 	rules := make([]*v1alpha1.ReclaimRules, 0, len(clusters)+len(namespaced))
 	for _, c := range clusters {
 		rules = append(rules, &c.Spec.ReclaimRules)
@@ -155,22 +162,28 @@ func MergeReclaim(clusters []*v1alpha1.ClusterReclaimPolicy, namespaced []*v1alp
 		r.Policies = append(r.Policies, "ReclaimPolicy/"+n.Namespace+"/"+n.Name)
 		if n.Spec.AllowOptOut != nil {
 			if !*n.Spec.AllowOptOut {
-				optOut = false
-			} else if len(clusters) == 0 {
-				optOut = true
+				nsForbids = true
+			} else {
+				nsAllows = true
 			}
 		}
 		if r.Description == "" {
 			r.Description = n.Spec.Description
 		}
 	}
-	r.AllowOptOut = optOut
+	// With cluster policies, they decide and a namespace may only forbid;
+	// without one, a namespaced policy stands alone: opt-out when one
+	// allows it and none forbids it.
+	if len(clusters) == 0 {
+		optOut = nsAllows
+	}
+	r.AllowOptOut = optOut && !nsForbids
 	for _, c := range clusters {
 		if r.Description == "" {
 			r.Description = c.Spec.Description
 		}
 	}
-	for _, rr := range rules {
+	for i, rr := range rules {
 		if rr.Idle != nil {
 			if r.Idle == nil {
 				r.Idle = rr.Idle.DeepCopy()
@@ -181,11 +194,18 @@ func MergeReclaim(clusters []*v1alpha1.ClusterReclaimPolicy, namespaced []*v1alp
 		}
 		r.MaxLifetime = tightest(r.MaxLifetime, rr.MaxLifetime)
 		r.MaxPending = tightest(r.MaxPending, rr.MaxPending)
-		if rr.GracePeriod != nil && (r.GracePeriod < 0 || rr.GracePeriod.Duration < r.GracePeriod) {
-			r.GracePeriod = rr.GracePeriod.Duration
+		// Unset on a cluster policy is its default (the same rule as
+		// CheckReclaimOverride); unset on a namespaced policy inherits.
+		grace, snooze := rr.GracePeriod, rr.MaxSnooze
+		if i < len(clusters) {
+			grace = orDefault(grace, v1alpha1.DefaultGracePeriod)
+			snooze = orDefault(snooze, v1alpha1.DefaultMaxSnooze)
 		}
-		if rr.MaxSnooze != nil && (r.MaxSnooze < 0 || rr.MaxSnooze.Duration < r.MaxSnooze) {
-			r.MaxSnooze = rr.MaxSnooze.Duration
+		if grace != nil && (r.GracePeriod < 0 || grace.Duration < r.GracePeriod) {
+			r.GracePeriod = grace.Duration
+		}
+		if snooze != nil && (r.MaxSnooze < 0 || snooze.Duration < r.MaxSnooze) {
+			r.MaxSnooze = snooze.Duration
 		}
 		if rr.RequireNotice == nil || *rr.RequireNotice {
 			r.RequireNotice = true

@@ -144,6 +144,8 @@ func TestCheckReclaimOverride(t *testing.T) {
 		{desc: "a namespace cannot allow opt-out or drop the notice", ns: v1alpha1.ReclaimRules{AllowOptOut: ptr.To(true), RequireNotice: ptr.To(false)}, want: []string{
 			`spec.allowOptOut: Invalid value: true: true is looser`, `spec.requireNotice: Invalid value: false: false is looser`}},
 		{desc: "a namespace may forbid opt-out and require the notice", ns: v1alpha1.ReclaimRules{AllowOptOut: ptr.To(false), RequireNotice: ptr.To(true)}},
+		{desc: "a namespace cannot put itself in dry run", ns: v1alpha1.ReclaimRules{DryRun: &v1alpha1.ReclaimDryRun{Enabled: true}},
+			want: []string{`spec.dryRun.enabled: Invalid value: true: true is looser`}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			ns := &v1alpha1.ReclaimPolicy{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "team"}, Spec: v1alpha1.ReclaimPolicySpec{ReclaimRules: tc.ns}}

@@ -95,20 +95,20 @@ func target(pod *corev1.Pod, chain []owner) decide.Target {
 	}
 	switch first.gvk {
 	case gvkJob:
-		return decide.Target{Kind: decide.TargetJob, Name: first.meta.Name}
+		return decide.Target{Kind: decide.TargetJob, Name: first.meta.Name, UID: first.meta.UID}
 	case gvkReplicaSet:
 		if len(chain) > 1 && chain[1].gvk == gvkDeployment && chain[1].meta != nil {
-			return decide.Target{Kind: decide.TargetDeployment, Name: chain[1].meta.Name}
+			return decide.Target{Kind: decide.TargetDeployment, Name: chain[1].meta.Name, UID: chain[1].meta.UID}
 		}
 		return unsupported(first)
 	case gvkStatefulSet:
 		if len(chain) > 1 {
 			if n := chain[1]; n.gvk.Group == kubeflowGroup && n.gvk.Kind == kindNotebook && n.meta != nil {
-				return decide.Target{Kind: decide.TargetNotebook, Name: n.meta.Name, APIVersion: n.gvk.GroupVersion().String()}
+				return decide.Target{Kind: decide.TargetNotebook, Name: n.meta.Name, APIVersion: n.gvk.GroupVersion().String(), UID: n.meta.UID}
 			}
 			return unsupported(chain[1])
 		}
-		return decide.Target{Kind: decide.TargetStatefulSet, Name: first.meta.Name}
+		return decide.Target{Kind: decide.TargetStatefulSet, Name: first.meta.Name, UID: first.meta.UID}
 	}
 	return unsupported(first)
 }

@@ -15,8 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -79,6 +81,8 @@ type Janitor struct {
 	// invalid annotation) is evented once, not every cycle.
 	mu       sync.Mutex
 	reported map[string]string
+	// backoff delays notices to pods whose last notice failed (guarded by mu).
+	backoff map[string]backoff
 }
 
 var _ manager.LeaderElectionRunnable = &Janitor{}
@@ -152,7 +156,7 @@ func (j *Janitor) Cycle(ctx context.Context) (*Plan, error) {
 				}
 			})
 		}
-		j.act(logr.NewContext(ctx, plog), pp, key)
+		j.act(logr.NewContext(ctx, plog), pp, key, plan.Now)
 	}
 	j.forget(live)
 	j.Metrics.setStates(plan)
@@ -160,7 +164,7 @@ func (j *Janitor) Cycle(ctx context.Context) (*Plan, error) {
 	return plan, nil
 }
 
-func (j *Janitor) act(ctx context.Context, pp *PodPlan, key string) {
+func (j *Janitor) act(ctx context.Context, pp *PodPlan, key string, evidenceAt time.Time) {
 	log := logr.FromContextOrDiscard(ctx)
 	d := pp.Decision
 	switch d.Step {
@@ -194,6 +198,10 @@ func (j *Janitor) act(ctx context.Context, pp *PodPlan, key string) {
 			j.event(pp.Pod, corev1.EventTypeWarning, EventNoticeReset, "Notify", d.Why)
 		}
 	case decide.StepNotify:
+		if until, ok := j.backingOff(key); ok {
+			log.V(1).Info("Not sending the notice yet: Slack failed", "retryAt", until)
+			return
+		}
 		j.notice(ctx, pp, key)
 	case decide.StepConfirmSnooze:
 		n := *pp.Notice
@@ -229,6 +237,12 @@ func (j *Janitor) act(ctx context.Context, pp *PodPlan, key string) {
 		j.reply(ctx, pp, text)
 		j.event(pp.Pod, corev1.EventTypeNormal, EventWouldReclaim, "Reclaim", text)
 	case decide.StepReclaim:
+		// A cycle slowed down (by Slack, say) must not act on evidence
+		// read long ago: the next cycle reads it again.
+		if age := j.Clock.Since(evidenceAt); age > max(j.Interval, time.Minute) {
+			log.Info("Not reclaiming on old evidence; deciding again next cycle", "age", age)
+			return
+		}
 		j.reclaim(ctx, pp, key)
 	}
 }
@@ -246,26 +260,32 @@ func (j *Janitor) notice(ctx context.Context, pp *PodPlan, key string) {
 	if j.NotifierReady && pp.HasRecipient {
 		msg := noticeMessage(pp, decide.Decision{Rule: d.Rule, Evidence: d.Evidence, Target: d.Target, Deadline: now.Add(pp.Rules.GracePeriod)}, pp.Rules.DryRun)
 		log.Info("Sending the reclaim notice", "rule", d.Rule, "to", pp.Recipient.String())
-		th, err := j.Notifier.Post(ctx, pp.Recipient, nil, msg)
+		sendCtx, cancel := context.WithTimeout(ctx, decide.NoticeTimeout)
+		th, err := j.Notifier.Post(sendCtx, pp.Recipient, nil, msg)
+		cancel()
 		if err != nil {
 			j.Metrics.noticeFailed(err)
+			j.backOff(key)
 			log.Error(err, "Sending the reclaim notice failed", "to", pp.Recipient.String())
 			// Evented once per distinct failure: a Slack outage retried
 			// every claim timeout is not an Event every time.
 			j.once(key+"/notice", err.Error(), func() {
 				j.event(pp.Pod, corev1.EventTypeWarning, EventNoticeFailed, "Notify",
-					fmt.Sprintf("rule %s holds (%s) but the Slack notice to %s failed: %v; nothing is reclaimed before a notice is sent; retried after %s", d.Rule, d.Evidence, pp.Recipient.String(), err, decide.ClaimTimeout))
+					fmt.Sprintf("rule %s holds (%s) but the Slack notice to %s failed: %v; nothing is reclaimed before a notice is sent; retried with backoff", d.Rule, d.Evidence, pp.Recipient.String(), err))
 			})
 			if pp.Rules.RequireNotice {
 				return // the claim expires after decide.ClaimTimeout and the notice is retried
 			}
 		} else {
 			n.Sent, n.Channel, n.TS, n.Recipient = true, th.Channel, th.TS, th.Recipient
+			j.clearBackOff(key)
 		}
 	}
 	n.NoticedAt = j.Clock.Now()
 	n.Deadline = now.Add(pp.Rules.GracePeriod)
-	if err := j.patchPod(ctx, pp.Pod, map[string]*string{v1alpha1.AnnotationReclaimNotice: ptr.To(n.Encode())}, ""); err != nil {
+	// The notice is out: losing its record would send it again, so the
+	// record is retried.
+	if err := j.record(ctx, pp.Pod, n); err != nil {
 		return
 	}
 	how := "told " + n.Recipient
@@ -308,7 +328,7 @@ func (j *Janitor) reclaim(ctx context.Context, pp *PodPlan, key string) {
 	if d.Target.Kind != decide.TargetPod {
 		n := *pp.Notice
 		n.ReclaimedAt = j.Clock.Now()
-		_ = j.patchPod(ctx, pp.Pod, map[string]*string{v1alpha1.AnnotationReclaimNotice: ptr.To(n.Encode())}, "")
+		_ = j.record(ctx, pp.Pod, n) // logged; the action is idempotent if it is repeated
 	}
 	text := reclaimedText(pp, d, result)
 	j.reply(ctx, pp, text)
@@ -331,8 +351,12 @@ func (j *Janitor) stop(ctx context.Context, pp *PodPlan, t decide.Target) (strin
 		job := &metav1.PartialObjectMetadata{}
 		job.SetGroupVersionKind(gvkJob)
 		job.Namespace, job.Name = ns, t.Name
+		opts := []client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}
+		if t.UID != "" {
+			opts = append(opts, client.Preconditions{UID: &t.UID})
+		}
 		j.Metrics.writes.WithLabelValues("delete").Inc()
-		err := j.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		err := j.Client.Delete(ctx, job, opts...)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return "", fmt.Errorf("delete Job %s/%s: %w", ns, t.Name, err)
 		}
@@ -344,6 +368,9 @@ func (j *Janitor) stop(ctx context.Context, pp *PodPlan, t decide.Target) (strin
 		}
 		if err := j.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: t.Name}, obj); err != nil {
 			return "", fmt.Errorf("get %s %s/%s: %w", t.Kind, ns, t.Name, err)
+		}
+		if t.UID != "" && obj.GetUID() != t.UID {
+			return "", fmt.Errorf("%s %s/%s was recreated (UID %s, the pod's controller was %s): not scaling the new one", t.Kind, ns, t.Name, obj.GetUID(), t.UID)
 		}
 		var replicas *int32
 		switch o := obj.(type) {
@@ -426,6 +453,51 @@ func (j *Janitor) patchPod(ctx context.Context, pod *corev1.Pod, set map[string]
 	return nil
 }
 
+// record writes the notice annotation, retrying a failed write: the
+// Slack side of what it records has already happened.
+func (j *Janitor) record(ctx context.Context, pod *corev1.Pod, n decide.Notice) error {
+	return retry.OnError(recordBackoff, func(err error) bool { return !apierrors.IsNotFound(err) }, func() error {
+		return j.patchPod(ctx, pod, map[string]*string{v1alpha1.AnnotationReclaimNotice: ptr.To(n.Encode())}, "")
+	})
+}
+
+// recordBackoff: about 6 s in all.
+var recordBackoff = wait.Backoff{Steps: 5, Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1}
+
+// backOff delays the next notice to a pod after a Slack failure: one claim
+// timeout, doubling up to an hour. It lives in memory (a restart retries at
+// once); it only spares Slack and the API server during an outage.
+func (j *Janitor) backOff(key string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.backoff == nil {
+		j.backoff = map[string]backoff{}
+	}
+	b := j.backoff[key]
+	b.failures++
+	wait := decide.ClaimTimeout << min(b.failures-1, 5)
+	b.until = j.Clock.Now().Add(min(wait, time.Hour))
+	j.backoff[key] = b
+}
+
+func (j *Janitor) clearBackOff(key string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.backoff, key)
+}
+
+func (j *Janitor) backingOff(key string) (time.Time, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	b, ok := j.backoff[key]
+	return b.until, ok && j.Clock.Now().Before(b.until)
+}
+
+type backoff struct {
+	failures int
+	until    time.Time
+}
+
 // reply posts a follow-up in the pod's thread; without a thread (no
 // message was sent) there is nobody to tell, and Events carry it.
 func (j *Janitor) reply(ctx context.Context, pp *PodPlan, text string) {
@@ -470,6 +542,11 @@ func (j *Janitor) forget(live map[string]bool) {
 	for k := range j.reported {
 		if !live[k] {
 			delete(j.reported, k)
+		}
+	}
+	for k := range j.backoff {
+		if !live[k] {
+			delete(j.backoff, k)
 		}
 	}
 }

@@ -133,10 +133,10 @@ func ParseNotice(s string) (*Notice, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
+	// Unknown fields are allowed: a newer janitor's notice read by an
+	// older one during a rollout must not be reset (a second notice).
 	var n Notice
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&n); err != nil {
+	if err := json.Unmarshal([]byte(s), &n); err != nil {
 		return nil, fmt.Errorf("annotation %s: %w", v1alpha1.AnnotationReclaimNotice, err)
 	}
 	if !knownRule(n.Rule) {

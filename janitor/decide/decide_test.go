@@ -221,10 +221,13 @@ func TestNext(t *testing.T) {
 		{desc: "exempt pod with a notice is cancelled", in: decide.Input{Verdict: idle, Exempt: "opted out", Notice: noticed()}, step: decide.StepCancel, why: "exempt now"},
 		{desc: "unreadable notice is reset", in: decide.Input{Verdict: idle, NoticeErr: errors.New("bad json")}, step: decide.StepReset},
 		{desc: "claimed by another janitor recently: wait", in: decide.Input{Verdict: idle, Notice: &decide.Notice{Rule: decide.RuleIdle, ClaimedAt: t0.Add(-time.Minute), Claimer: "j2"}},
-			step: decide.StepWait, requeue: t0.Add(time.Minute)},
-		{desc: "stale claim is sent again", in: decide.Input{Verdict: idle, NotifierReady: true, Notice: &decide.Notice{Rule: decide.RuleIdle, ClaimedAt: t0.Add(-3 * time.Minute), Claimer: "j2"}},
-			step: decide.StepNotify, deadline: t0.Add(time.Hour)},
-		{desc: "stale claim whose rule ended is reset", in: decide.Input{Notice: &decide.Notice{Rule: decide.RuleIdle, ClaimedAt: t0.Add(-3 * time.Minute)}}, step: decide.StepReset},
+			step: decide.StepWait, requeue: t0.Add(2 * time.Minute)},
+		{desc: "stale claim is sent again", in: decide.Input{Verdict: idle, NotifierReady: true, Notice: &decide.Notice{Rule: decide.RuleIdle, ClaimedAt: t0.Add(-4 * time.Minute), Claimer: "j2"}},
+			step: decide.StepNotify, deadline: t0.Add(time.Hour), why: "never recorded as sent"},
+		{desc: "stale claim under a policy now in dry run is not sent", in: decide.Input{Verdict: idle, NotifierReady: true, Target: job,
+			Notice:  &decide.Notice{Rule: decide.RuleIdle, ClaimedAt: t0.Add(-4 * time.Minute), Claimer: "j2"},
+			Reclaim: func() policies.Reclaim { r := rules(); r.DryRun = true; return r }()}, step: decide.StepWouldNotify},
+		{desc: "stale claim whose rule ended is reset", in: decide.Input{Notice: &decide.Notice{Rule: decide.RuleIdle, ClaimedAt: t0.Add(-4 * time.Minute)}}, step: decide.StepReset},
 		{desc: "noticed, in grace: wait until the deadline", in: decide.Input{Verdict: idle, Notice: noticed()}, step: decide.StepWait, state: decide.StateNoticed,
 			requeue: t0.Add(30 * time.Minute), deadline: t0.Add(30 * time.Minute)},
 		{desc: "busy during grace: cancelled, saying why", in: decide.Input{Verdict: decide.Verdict{Idle: decide.Idle{State: decide.IdleIdle, MaxPercent: 80, GPUs: 2}}, Notice: noticed()},
@@ -238,6 +241,14 @@ func TestNext(t *testing.T) {
 			step: decide.StepReset},
 		{desc: "already reclaimed: nothing", in: decide.Input{Verdict: idle, Notice: noticed(past, func(n *decide.Notice) { n.ReclaimedAt = t0.Add(-time.Second) })},
 			step: decide.StepNone, state: decide.StateReclaimed},
+		{desc: "would-reclaimed in dry run, then dry run off: noticed again", in: decide.Input{Verdict: idle, Target: job,
+			Notice: noticed(past, func(n *decide.Notice) { n.DryRun, n.ReclaimedAt = true, t0.Add(-time.Second) })}, step: decide.StepReset},
+		{desc: "would-reclaimed in dry run, rule ended: cancelled", in: decide.Input{Verdict: decide.Verdict{}, Target: job,
+			Notice:  noticed(past, func(n *decide.Notice) { n.DryRun, n.ReclaimedAt = true, t0.Add(-time.Second) }),
+			Reclaim: func() policies.Reclaim { r := rules(); r.DryRun, r.DryRunNotify = true, true; return r }()}, step: decide.StepCancel},
+		{desc: "would-reclaimed in dry run, still idle: nothing more", in: decide.Input{Verdict: idle, Target: job,
+			Notice:  noticed(past, func(n *decide.Notice) { n.DryRun, n.ReclaimedAt = true, t0.Add(-time.Second) }),
+			Reclaim: func() policies.Reclaim { r := rules(); r.DryRun, r.DryRunNotify = true, true; return r }()}, step: decide.StepNone, state: decide.StateReclaimed},
 		{desc: "snooze is confirmed once", in: decide.Input{Verdict: idle, Notice: noticed(past), Snooze: "2026-11-25T18:00:00Z"},
 			step: decide.StepConfirmSnooze, state: decide.StateSnoozed},
 		{desc: "confirmed snooze holds", in: decide.Input{Verdict: idle, Notice: noticed(past, func(n *decide.Notice) { n.SnoozeAcked = "2026-11-25T18:00:00Z" }), Snooze: "2026-11-25T18:00:00Z"},
@@ -287,11 +298,14 @@ func TestNoticeRoundTrip(t *testing.T) {
 	got, err := decide.ParseNotice(n.Encode())
 	require.NoError(t, err)
 	require.Equal(t, n, got)
-	for _, bad := range []string{`{`, `{"rule":"Bogus","deadline":"2026-11-25T12:00:00Z"}`, `{"rule":"Idle"}`, `{"rule":"Idle","deadline":"2026-11-25T12:00:00Z","extra":1}`} {
+	for _, bad := range []string{`{`, `{"rule":"Bogus","deadline":"2026-11-25T12:00:00Z"}`, `{"rule":"Idle"}`} {
 		_, err := decide.ParseNotice(bad)
 		require.Error(t, err, bad)
 		require.True(t, strings.Contains(err.Error(), v1alpha1.AnnotationReclaimNotice), err.Error())
 	}
+	got, err = decide.ParseNotice(`{"rule":"Idle","deadline":"2026-11-25T12:00:00Z","fromANewerJanitor":1}`)
+	require.NoError(t, err, "a newer janitor's fields are kept out of the way, not an error")
+	require.True(t, got.Noticed())
 	got, err = decide.ParseNotice("")
 	require.NoError(t, err)
 	require.Nil(t, got)

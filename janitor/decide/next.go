@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
@@ -38,6 +40,9 @@ type Target struct {
 	OwnerKind string
 	// APIVersion of a Notebook, e.g. kubeflow.org/v1.
 	APIVersion string
+	// UID of the object, checked when acting: an object recreated under
+	// the same name is not the one the owner was told about.
+	UID types.UID
 }
 
 // Effective is the target after the policy: an unsupported owner becomes
@@ -112,8 +117,12 @@ const (
 )
 
 // ClaimTimeout is how long a claimed, unsent notice holds before another
-// janitor may take it over: longer than a Slack call with its retries.
-const ClaimTimeout = 2 * time.Minute
+// janitor may take it over: longer than NoticeTimeout.
+const ClaimTimeout = 3 * time.Minute
+
+// NoticeTimeout bounds the sending of one notice, Slack's retries and
+// Retry-After waits included; a notice not sent by then is retried later.
+const NoticeTimeout = 90 * time.Second
 
 // Input is everything Next needs about one pod.
 type Input struct {
@@ -173,6 +182,30 @@ func Next(in Input) Decision {
 	return d
 }
 
+// candidate decides for a pod without a (valid) notice.
+func candidate(in Input, target Target) Decision {
+	f, ok := in.Verdict.Candidate()
+	if !ok {
+		d := Decision{Step: StepNone}
+		if why, unknown := in.Verdict.Unknown[RuleIdle]; unknown {
+			d.State, d.Rule, d.Why = StateUnknown, RuleIdle, why
+		}
+		return d
+	}
+	d := Decision{Rule: f.Rule, Evidence: f.Evidence, Target: target, State: StateCandidate, Deadline: in.Now.Add(in.Reclaim.GracePeriod)}
+	switch {
+	case target.Kind == TargetUnsupported:
+		d.Step, d.Why = StepUnsupportedOwner, fmt.Sprintf("rule %s holds (%s) but %s", f.Rule, f.Evidence, target.Describe())
+	case in.Reclaim.DryRun && !in.Reclaim.DryRunNotify:
+		d.Step, d.Why = StepWouldNotify, fmt.Sprintf("dry run: would notify the owner (rule %s: %s) and, after %s, %s", f.Rule, f.Evidence, Human(in.Reclaim.GracePeriod), target.Describe())
+	case !in.NotifierReady && in.Reclaim.RequireNotice:
+		d.Step, d.Why = StepNoticeBlocked, fmt.Sprintf("rule %s holds (%s) but Slack is not configured and the policy requires a notice: nothing is reclaimed", f.Rule, f.Evidence)
+	default:
+		d.Step, d.Why = StepNotify, fmt.Sprintf("rule %s holds: %s", f.Rule, f.Evidence)
+	}
+	return d
+}
+
 func decideNext(in Input) Decision {
 	n := in.Notice
 	target := in.Target.Effective(in.Reclaim, in.PodName)
@@ -187,33 +220,10 @@ func decideNext(in Input) Decision {
 	}
 
 	if n == nil {
-		f, ok := in.Verdict.Candidate()
-		if !ok {
-			d := Decision{Step: StepNone}
-			if why, unknown := in.Verdict.Unknown[RuleIdle]; unknown {
-				d.State, d.Rule, d.Why = StateUnknown, RuleIdle, why
-			}
-			return d
-		}
-		d := Decision{Rule: f.Rule, Evidence: f.Evidence, Target: target, State: StateCandidate, Deadline: in.Now.Add(in.Reclaim.GracePeriod)}
-		switch {
-		case target.Kind == TargetUnsupported:
-			d.Step, d.Why = StepUnsupportedOwner, fmt.Sprintf("rule %s holds (%s) but %s", f.Rule, f.Evidence, target.Describe())
-		case in.Reclaim.DryRun && !in.Reclaim.DryRunNotify:
-			d.Step, d.Why = StepWouldNotify, fmt.Sprintf("dry run: would notify the owner (rule %s: %s) and, after %s, %s", f.Rule, f.Evidence, Human(in.Reclaim.GracePeriod), target.Describe())
-		case !in.NotifierReady && in.Reclaim.RequireNotice:
-			d.Step, d.Why = StepNoticeBlocked, fmt.Sprintf("rule %s holds (%s) but Slack is not configured and the policy requires a notice: nothing is reclaimed", f.Rule, f.Evidence)
-		default:
-			d.Step, d.Why = StepNotify, fmt.Sprintf("rule %s holds: %s", f.Rule, f.Evidence)
-		}
-		return d
+		return candidate(in, target)
 	}
 
 	d := Decision{Rule: n.Rule, Evidence: n.Evidence, Target: target, Deadline: n.Deadline, State: StateNoticed}
-	if !n.ReclaimedAt.IsZero() {
-		d.Step, d.State, d.Why = StepNone, StateReclaimed, fmt.Sprintf("reclaimed at %s; waiting for its controller to remove the pod", n.ReclaimedAt.UTC().Format(time.RFC3339))
-		return d
-	}
 	if !n.Noticed() { // claimed, not sent
 		if in.Now.Sub(n.ClaimedAt) < ClaimTimeout {
 			d.Step, d.State, d.RequeueAt = StepWait, StateCandidate, n.ClaimedAt.Add(ClaimTimeout)
@@ -224,16 +234,31 @@ func decideNext(in Input) Decision {
 			d.Step, d.Why = StepReset, "an unsent notice claim expired and its rule no longer holds"
 			return d
 		}
-		d.Step, d.State, d.Deadline = StepNotify, StateCandidate, in.Now.Add(in.Reclaim.GracePeriod)
-		d.Why = fmt.Sprintf("the notice claimed by %s at %s was never recorded as sent; sending it again", n.Claimer, n.ClaimedAt.UTC().Format(time.RFC3339))
-		return d
-	}
-	if !n.Sent && in.Reclaim.RequireNotice {
-		d.Step, d.Why = StepReset, "the notice was recorded without a message, and the policy now requires one: it is sent again"
+		// The claim expired without a notice: decide as for a new
+		// candidate, under today's policy (dry run, owner, Slack).
+		d = candidate(in, target)
+		d.Why = fmt.Sprintf("the notice claimed by %s at %s was never recorded as sent; %s", n.Claimer, n.ClaimedAt.UTC().Format(time.RFC3339), d.Why)
 		return d
 	}
 	if n.DryRun != in.Reclaim.DryRun {
 		d.Step, d.Why = StepReset, "the policy's dry run changed since the notice: it is sent again"
+		return d
+	}
+	if !n.ReclaimedAt.IsZero() {
+		if _, holds := in.Verdict.Holds(n.Rule); n.DryRun && !holds {
+			if _, unknown := in.Verdict.Unknown[n.Rule]; !unknown {
+				d.Step, d.Why = StepCancel, fmt.Sprintf("dry run: rule %s no longer holds", n.Rule)
+				return d
+			}
+		}
+		d.Step, d.State, d.Why = StepNone, StateReclaimed, fmt.Sprintf("reclaimed at %s; waiting for its controller to remove the pod", n.ReclaimedAt.UTC().Format(time.RFC3339))
+		if n.DryRun {
+			d.Why = fmt.Sprintf("dry run: would have been reclaimed at %s", n.ReclaimedAt.UTC().Format(time.RFC3339))
+		}
+		return d
+	}
+	if !n.Sent && in.Reclaim.RequireNotice {
+		d.Step, d.Why = StepReset, "the notice was recorded without a message, and the policy now requires one: it is sent again"
 		return d
 	}
 	evidence, holds := in.Verdict.Holds(n.Rule)
