@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,6 +154,11 @@ func (j *Janitor) Cycle(ctx context.Context) (*Plan, error) {
 			j.once(key+"/problems", fmt.Sprint(pp.Problems), func() {
 				for _, p := range pp.Problems {
 					j.event(pp.Pod, corev1.EventTypeWarning, EventInvalidValue, "Judge", p)
+					// The owner who wrote a snooze that does not parse is
+					// told where they look: in the notice's thread.
+					if strings.HasPrefix(p, "annotation "+v1alpha1.AnnotationReclaimSnoozeUntil) {
+						j.reply(ctx, pp, fmt.Sprintf("Your snooze of %s was not understood: %s. Use an RFC 3339 time like 2026-12-01T18:00:00Z.", podRef(pp), p))
+					}
 				}
 			})
 		}

@@ -30,7 +30,8 @@ import (
 //   - a bare pod that gets busy during the grace period: "cancelled", kept;
 //   - a Deployment pod that is snoozed: confirmed in the thread, kept past
 //     the deadline;
-//   - a StatefulSet pod: scaled to 0, the old count in an annotation;
+//   - a Deployment pod (through its ReplicaSet) and a StatefulSet pod:
+//     scaled to 0, the old count in an annotation;
 //   - a pod of an unknown controller: a Warning Event, no notice;
 //   - a Job stuck pending: the notice quotes the scheduler, the Job is
 //     deleted with background propagation;
@@ -48,7 +49,7 @@ func TestReclaimLifecycle(t *testing.T) {
 		s.MaxPending = &metav1.Duration{Duration: 5 * time.Second}
 		s.Description = "test cluster policy"
 	})
-	for _, ns := range []string{"notebook", "busy", "snooze", "sts", "other", "pending", "expiry", "mig"} {
+	for _, ns := range []string{"notebook", "busy", "snooze", "deploy", "sts", "other", "pending", "expiry", "mig"} {
 		w.namespace(ns, "alice@example.com")
 	}
 
@@ -72,6 +73,12 @@ func TestReclaimLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	w.waitRunning(dep)
 	w.util(dep, 1, 2)
+
+	// Deployment pod, idle, not snoozed: scaled to 0.
+	dep2, err := w.env.CreatePod(ctx, harness.PodSpec{Namespace: "deploy", OwnerName: "web", Owner: harness.OwnerDeployment, NodeName: w.node, GPUs: 1})
+	require.NoError(t, err)
+	w.waitRunning(dep2)
+	w.util(dep2, 1, 0)
 
 	// StatefulSet pod, idle.
 	ss := w.statefulSet("sts", "trainer", 3)
@@ -120,7 +127,9 @@ func TestReclaimLifecycle(t *testing.T) {
 	busyNotice := w.waitMessage(busy, "will be reclaimed", 30*time.Second)
 	require.Equal(t, w.slack.DMChannel("U0BOB00002"), busyNotice.Channel, "DM to the user ID on the pod")
 	depNotice := w.waitMessage(dep, "will be reclaimed", 30*time.Second)
-	w.waitMessage(ssPod, "will be reclaimed", 30*time.Second)
+	ssNotice := w.waitMessage(ssPod, "will be reclaimed", 30*time.Second)
+	// A snooze that does not parse keeps nothing, and its owner is told in the thread.
+	patchPod(t, w, ssPod, `{"metadata":{"annotations":{"kubemedic.io/reclaim-snooze-until":"next week"}}}`)
 
 	migNotice := w.waitMessage(migIdle, "will be reclaimed", 30*time.Second)
 	require.Contains(t, migNotice.Text, "GPU utilisation at most 1% over the last 20s on 1 GPU")
@@ -148,6 +157,16 @@ func TestReclaimLifecycle(t *testing.T) {
 	require.NoError(t, w.env.Client.Get(ctx, client.ObjectKeyFromObject(nb), nb))
 	require.NotEmpty(t, nb.GetAnnotations()[controller.AnnotationNotebookStops], "the notebook is stopped the Kubeflow way")
 
+	depDone := w.waitMessage(dep2, "Reclaimed", 40*time.Second)
+	require.Contains(t, depDone.Text, "kubectl scale deployment -n deploy web --replicas=")
+	var web appsv1.Deployment
+	require.NoError(t, w.env.Client.Get(ctx, client.ObjectKey{Namespace: "deploy", Name: "web"}, &web))
+	require.Equal(t, int32(0), *web.Spec.Replicas, "the Deployment is scaled to 0")
+	require.Equal(t, "1", web.Annotations[v1alpha1.AnnotationReclaimedReplicas], "its replicas before are kept")
+
+	bad := w.waitMessage(ssPod, "was not understood", 30*time.Second)
+	require.Equal(t, ssNotice.TS, bad.ThreadTS)
+	require.Contains(t, bad.Text, `"next week" is not a time`)
 	w.waitMessage(ssPod, "Reclaimed", 40*time.Second)
 	require.NoError(t, w.env.Client.Get(ctx, client.ObjectKeyFromObject(ss), ss))
 	require.Equal(t, int32(0), *ss.Spec.Replicas)
@@ -180,7 +199,7 @@ func TestReclaimLifecycle(t *testing.T) {
 	require.NoError(t, err)
 
 	// One notice per pod, whatever the cycles in between.
-	for _, p := range []*corev1.Pod{nbPod, busy, dep, ssPod, job, expired, migIdle} {
+	for _, p := range []*corev1.Pod{nbPod, busy, dep, dep2, ssPod, job, expired, migIdle} {
 		notices := 0
 		for _, m := range w.messagesFor(p) {
 			if m.ThreadTS == "" {
