@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,10 +62,4 @@ func (g *gpuPods) list() []*corev1.Pod {
 		out = append(out, p)
 	}
 	return out
-}
-
-func (g *gpuPods) String() string {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return fmt.Sprintf("%d GPU pods", len(g.pods))
 }
