@@ -98,6 +98,7 @@ import (
 	"github.com/kubemedic/kubemedic/janitor/gpuutil"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/test/scale/scaleutil"
 )
 
 const (
@@ -147,12 +148,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "janitor scale:", err)
 		os.Exit(1)
 	}
-}
-
-var begin = time.Now()
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[%7.1fs] %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, args...))
 }
 
 // report collects what is printed at the end.
@@ -206,14 +201,14 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	if c.keep {
-		defer logf("kept %s", work)
+		defer scaleutil.Logf("kept %s", work)
 	} else {
 		defer os.RemoveAll(work)
 	}
 	built := c.bin == ""
 	if built {
 		c.bin = filepath.Join(work, "kubemedic-janitor")
-		logf("building ./cmd/kubemedic-janitor")
+		scaleutil.Logf("building ./cmd/kubemedic-janitor")
 		cmd := exec.Command("go", "build", "-o", c.bin, "./cmd/kubemedic-janitor")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -224,14 +219,14 @@ func run(ctx context.Context, c config) error {
 	rep.add("binary", "%s", describeBinary(c.bin, built))
 
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	env, err := harness.New(startCtx, harness.Options{Kwok: true, Logf: logf})
+	env, err := harness.New(startCtx, harness.Options{Kwok: true, Logf: scaleutil.Logf})
 	cancel()
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if err := env.Stop(); err != nil {
-			logf("stop: %v", err)
+			scaleutil.Logf("stop: %v", err)
 		}
 	}()
 	// The harness' clients keep envtest's QPS of 1000; creating 50,000
@@ -272,10 +267,10 @@ scrape_configs:
 	}
 	defer func() {
 		if err := prom.Stop(); err != nil {
-			logf("stop prometheus: %v", err)
+			scaleutil.Logf("stop prometheus: %v", err)
 		}
 	}()
-	logf("prometheus at %s scraping %d dcgm-exporter series every %s", prom.URL, c.pods, c.scrape)
+	scaleutil.Logf("prometheus at %s scraping %d dcgm-exporter series every %s", prom.URL, c.pods, c.scrape)
 
 	// Cluster.
 	t0 := time.Now()
@@ -286,7 +281,7 @@ scrape_configs:
 		return fmt.Errorf("create nodes: %w", err)
 	}
 	nodesTook := time.Since(t0)
-	logf("%d nodes with %d GPUs each created and Ready in %s", c.nodes, w.nodeSpec.GPUs, nodesTook.Round(time.Second))
+	scaleutil.Logf("%d nodes with %d GPUs each created and Ready in %s", c.nodes, w.nodeSpec.GPUs, nodesTook.Round(time.Second))
 	rep.add("cluster", "%d kwok GPU nodes (%d GPUs each), created and Ready in %s", c.nodes, w.nodeSpec.GPUs, nodesTook.Round(time.Second))
 
 	t0 = time.Now()
@@ -297,7 +292,7 @@ scrape_configs:
 	if err != nil {
 		return err
 	}
-	logf("%d namespaces and %d workload objects created in %s", c.namespaces, owners, time.Since(t0).Round(time.Second))
+	scaleutil.Logf("%d namespaces and %d workload objects created in %s", c.namespaces, owners, time.Since(t0).Round(time.Second))
 	t0 = time.Now()
 	if err := parallel(ctx, "pods", c.pods, c.workers, func(ctx context.Context, i int) error {
 		pod := w.pod(i)
@@ -310,9 +305,9 @@ scrape_configs:
 		return err
 	}
 	podsTook := time.Since(t0)
-	logf("%d pods created in %s", c.pods, podsTook.Round(time.Second))
+	scaleutil.Logf("%d pods created in %s", c.pods, podsTook.Round(time.Second))
 	t0 = time.Now()
-	if err := waitPodsRunning(ctx, cs, 60*time.Minute); err != nil {
+	if err := scaleutil.WaitPodsRunning(ctx, cs, 60*time.Minute); err != nil {
 		return err
 	}
 	runningTook := time.Since(t0)
@@ -334,8 +329,8 @@ scrape_configs:
 	// Prometheus must hold a whole window of every series (and a few
 	// scrapes more) before the janitor judges anyone.
 	if d := c.window + 3*c.scrape - time.Since(seriesSince); d > 0 {
-		logf("waiting %s until Prometheus holds a whole %s window of the series", d.Round(time.Second), c.window)
-		if err := sleep(ctx, d); err != nil {
+		scaleutil.Logf("waiting %s until Prometheus holds a whole %s window of the series", d.Round(time.Second), c.window)
+		if err := scaleutil.Sleep(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -344,10 +339,10 @@ scrape_configs:
 	if err != nil {
 		return err
 	}
-	logf("prometheus: %.0f of %d series have at least 90%% of a window's samples", n, c.pods)
+	scaleutil.Logf("prometheus: %.0f of %d series have at least 90%% of a window's samples", n, c.pods)
 	promRSS, _ := procStatus(prom.PID(), "VmRSS")
 	rep.add("prometheus", "%.0f of %d series with >= 90%% of the %s window's samples before the janitor started; Prometheus RSS %s",
-		n, c.pods, c.window, mib(promRSS))
+		n, c.pods, c.window, scaleutil.MiB(promRSS))
 
 	// The janitor, as its own process.
 	jan, err := startJanitor(c, env.Kubeconfig, prom.URL, work)
@@ -365,9 +360,9 @@ scrape_configs:
 	if cy := jan.cycles(0, -1); len(cy) > 0 {
 		firstCycle = fmt.Sprintf("; the first cycle took %s (%d GPU pods, %d queries)", ms(cy[0].took), cy[0].pods, cy[0].queries)
 	}
-	logf("janitor (pid %d): first cycle done %s after exec%s; VmHWM %s", jan.pid(), firstTook.Round(time.Millisecond), firstCycle, mib(hwmFirst))
+	scaleutil.Logf("janitor (pid %d): first cycle done %s after exec%s; VmHWM %s", jan.pid(), firstTook.Round(time.Millisecond), firstCycle, scaleutil.MiB(hwmFirst))
 	rep.add("janitor", "pid %d, --interval %s --metrics-staleness %s --log-level=1, no Slack; first cycle done %s after exec (cache sync of every pod included)%s; VmHWM then %s",
-		jan.pid(), c.interval, c.staleness, firstTook.Round(time.Millisecond), firstCycle, mib(hwmFirst))
+		jan.pid(), c.interval, c.staleness, firstTook.Round(time.Millisecond), firstCycle, scaleutil.MiB(hwmFirst))
 
 	// Two more cycles before counting: the first one started the informers
 	// of the workload objects.
@@ -403,8 +398,8 @@ scrape_configs:
 		return err
 	}
 	rep.add("memory", "janitor VmHWM (peak RSS) %s; VmRSS now %s; process_resident_memory_bytes %s, go_memstats_heap_inuse_bytes %s",
-		mib(hwm), mib(rss), mib(int64(m.value("process_resident_memory_bytes", nil))), mib(int64(m.value("go_memstats_heap_inuse_bytes", nil))))
-	rep.verdict(hwm <= 250<<20, "janitor peak RSS (VmHWM) %s <= 250 MiB", mib(hwm))
+		scaleutil.MiB(hwm), scaleutil.MiB(rss), scaleutil.MiB(int64(m.value("process_resident_memory_bytes", nil))), scaleutil.MiB(int64(m.value("go_memstats_heap_inuse_bytes", nil))))
+	rep.verdict(hwm <= 250<<20, "janitor peak RSS (VmHWM) %s <= 250 MiB", scaleutil.MiB(hwm))
 
 	if errs, first := jan.logErrors(); errs > 0 {
 		rep.add("janitor log", "%d error lines; the first: %s", errs, first)
@@ -685,7 +680,7 @@ feed:
 			break feed
 		case <-tick.C:
 			d := done.Load()
-			logf("%s: %d/%d created (%.0f/s)", what, d, n, float64(d)/time.Since(start).Seconds())
+			scaleutil.Logf("%s: %d/%d created (%.0f/s)", what, d, n, float64(d)/time.Since(start).Seconds())
 			select {
 			case work <- i:
 			case <-ctx.Done():
@@ -699,35 +694,6 @@ feed:
 		return firstErr
 	}
 	return ctx.Err()
-}
-
-// waitPodsRunning waits until kwok has marked every pod Running: none is
-// Pending any more.
-func waitPodsRunning(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	last := time.Now()
-	for {
-		list, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending", Limit: 500})
-		if err == nil && len(list.Items) == 0 {
-			return nil
-		}
-		if time.Since(last) > 15*time.Second {
-			last = time.Now()
-			if err != nil {
-				logf("pods: waiting for Running: %v", err)
-			} else {
-				rest := ""
-				if list.RemainingItemCount != nil {
-					rest = fmt.Sprintf(" (%d more)", *list.RemainingItemCount)
-				}
-				logf("pods: waiting for kwok to mark pods Running: %d Pending in the first page%s", len(list.Items), rest)
-			}
-		}
-		if err := sleep(ctx, 2*time.Second); err != nil {
-			return fmt.Errorf("wait for pods Running: %w", err)
-		}
-	}
 }
 
 // waitPodWritesQuiet waits until no pod status is written for 15 s: kwok
@@ -754,7 +720,7 @@ func waitPodWritesQuiet(ctx context.Context, cs kubernetes.Interface, timeout ti
 	}
 	prev, last := first, time.Now()
 	for {
-		if err := sleep(ctx, 15*time.Second); err != nil {
+		if err := scaleutil.Sleep(ctx, 15*time.Second); err != nil {
 			return 0, fmt.Errorf("wait for kwok to stop writing pod status: %w", err)
 		}
 		n, err := count()
@@ -764,7 +730,7 @@ func waitPodWritesQuiet(ctx context.Context, cs kubernetes.Interface, timeout ti
 		if n == prev {
 			return n - first, nil
 		}
-		logf("pods: kwok still writing pod status (%.0f/s)", (n-prev)/time.Since(last).Seconds())
+		scaleutil.Logf("pods: kwok still writing pod status (%.0f/s)", (n-prev)/time.Since(last).Seconds())
 		prev, last = n, time.Now()
 	}
 }
@@ -809,7 +775,7 @@ func promMetrics(ctx context.Context, base string) (metrics, error) {
 
 // steadyState counts cycles, queries and writes while nothing changes.
 func steadyState(ctx context.Context, c config, jan *janitor, prom *harness.Prometheus, rep *report) error {
-	logf("steady state: counting the janitor's cycles, queries and writes for %s", c.steady)
+	scaleutil.Logf("steady state: counting the janitor's cycles, queries and writes for %s", c.steady)
 	jBefore, err := jan.metrics(ctx)
 	if err != nil {
 		return err
@@ -827,7 +793,7 @@ func steadyState(ctx context.Context, c config, jan *janitor, prom *harness.Prom
 		return err
 	}
 	logFrom := jan.logSize()
-	if err := sleep(ctx, c.steady); err != nil {
+	if err := scaleutil.Sleep(ctx, c.steady); err != nil {
 		return err
 	}
 	logTo := jan.logSize()
@@ -865,7 +831,7 @@ func steadyState(ctx context.Context, c config, jan *janitor, prom *harness.Prom
 	slices.Sort(took)
 	var p50, mx time.Duration
 	if len(took) > 0 {
-		p50, mx = pct(took, 50), took[len(took)-1]
+		p50, mx = scaleutil.Pct(took, 50), took[len(took)-1]
 	}
 	judged, withState := 0, 0
 	if len(logged) > 0 {
@@ -929,7 +895,7 @@ func steadyState(ctx context.Context, c config, jan *janitor, prom *harness.Prom
 	}
 	alloc := d(func(m metrics) float64 { return m.value("go_memstats_alloc_bytes_total", nil) })
 	rep.add("", "allocated %s per cycle (go_memstats_alloc_bytes_total), %.1f KiB per pod; GC goal after the last cycle %s (go_memstats_next_gc_bytes: about twice the live heap)",
-		mib(int64(alloc/cycles)), alloc/cycles/1024/float64(c.pods), mib(int64(jAfter.value("go_memstats_next_gc_bytes", nil))))
+		scaleutil.MiB(int64(alloc/cycles)), alloc/cycles/1024/float64(c.pods), scaleutil.MiB(int64(jAfter.value("go_memstats_next_gc_bytes", nil))))
 	rep.add("API", "kubemedic_janitor_api_writes_total +%.0f; rest_client_requests_total by method and code: %s", writes, strings.Join(parts, ", "))
 	rep.add("", "janitor CPU %.2f s in %s (%.1f%% of one core)", (cpuAfter - cpuBefore).Seconds(), c.steady, 100*(cpuAfter-cpuBefore).Seconds()/c.steady.Seconds())
 	rep.verdict(writes == 0 && clientWrites == 0, "API writes in steady state: %.0f per cycle (kubemedic_janitor_api_writes_total +%.0f, client requests other than GET +%.0f)",
@@ -946,7 +912,7 @@ func busyCycle(ctx context.Context, c config, w *world, dcgm *harness.DCGMExport
 		dcgm.Set(w.series(k*stride), 0)
 	}
 	idleAt := time.Now()
-	logf("busy cycle: %d pods idle (0%%) from now; they are candidates once a whole %s window is below %d%%", n, c.window, idleBelow)
+	scaleutil.Logf("busy cycle: %d pods idle (0%%) from now; they are candidates once a whole %s window is below %d%%", n, c.window, idleBelow)
 	before, err := jan.metrics(ctx)
 	if err != nil {
 		return err
@@ -981,7 +947,7 @@ func busyCycle(ctx context.Context, c config, w *world, dcgm *harness.DCGMExport
 		if time.Now().After(deadline) {
 			return fmt.Errorf("busy cycle: only %.0f of %d pods candidates %s after they went idle (log %s)", candidates(base), n, time.Since(idleAt).Round(time.Second), jan.logPath)
 		}
-		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+		if err := scaleutil.Sleep(ctx, 250*time.Millisecond); err != nil {
 			return err
 		}
 		m, err := jan.metrics(ctx)
@@ -997,7 +963,7 @@ func busyCycle(ctx context.Context, c config, w *world, dcgm *harness.DCGMExport
 		}
 		if time.Since(last) > 15*time.Second {
 			last = time.Now()
-			logf("busy cycle: %.0f of %d candidates %s after the change", candidates(m), n, time.Since(idleAt).Round(time.Second))
+			scaleutil.Logf("busy cycle: %.0f of %d candidates %s after the change", candidates(m), n, time.Since(idleAt).Round(time.Second))
 		}
 		if count(m) > count(base) {
 			base = m
@@ -1012,7 +978,7 @@ func busyCycle(ctx context.Context, c config, w *world, dcgm *harness.DCGMExport
 	if err != nil {
 		return err
 	}
-	if err := sleep(ctx, 5*time.Second); err != nil {
+	if err := scaleutil.Sleep(ctx, 5*time.Second); err != nil {
 		return err
 	}
 	after, err := jan.metrics(ctx)
@@ -1052,35 +1018,11 @@ func busyCycle(ctx context.Context, c config, w *world, dcgm *harness.DCGMExport
 	return nil
 }
 
-func pct(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(float64(p)/100*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
 func ms(d time.Duration) string {
 	if d < 10*time.Millisecond {
 		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond))
-}
-
-func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func mapKeys(m map[string]float64) func(func(string) bool) {
@@ -1104,13 +1046,13 @@ type janitor struct {
 }
 
 func startJanitor(c config, kubeconfig, promURL, dir string) (*janitor, error) {
-	port, err := freePort()
+	port, err := scaleutil.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	pprofAddr := "0"
 	if c.pprof {
-		p, err := freePort()
+		p, err := scaleutil.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -1179,13 +1121,13 @@ func (j *janitor) waitCycles(ctx context.Context, n int, timeout time.Duration) 
 		if time.Since(last) > 15*time.Second {
 			last = time.Now()
 			hwm, _ := procStatus(j.pid(), "VmHWM")
-			logf("janitor: %.0f of %d cycles done; VmHWM %s", got, n, mib(hwm))
+			scaleutil.Logf("janitor: %.0f of %d cycles done; VmHWM %s", got, n, scaleutil.MiB(hwm))
 		}
 		select {
 		case <-j.done:
-			return fmt.Errorf("janitor exited: %v\n%s", j.waitErr, tail(j.logPath, 20))
+			return fmt.Errorf("janitor exited: %v\n%s", j.waitErr, scaleutil.Tail(j.logPath, 20))
 		case <-ctx.Done():
-			return fmt.Errorf("janitor: %.0f of %d cycles done: %w\n%s", got, n, ctx.Err(), tail(j.logPath, 20))
+			return fmt.Errorf("janitor: %.0f of %d cycles done: %w\n%s", got, n, ctx.Err(), scaleutil.Tail(j.logPath, 20))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -1276,20 +1218,13 @@ func (j *janitor) logErrors() (int, string) {
 		if first == "" {
 			var e struct{ Msg, Error string }
 			if json.Unmarshal([]byte(line), &e) == nil {
-				first = truncate(e.Msg+": "+e.Error, 200)
+				first = scaleutil.Truncate(e.Msg+": "+e.Error, 200)
 			} else {
-				first = truncate(strings.TrimSpace(line), 200)
+				first = scaleutil.Truncate(strings.TrimSpace(line), 200)
 			}
 		}
 	}
 	return n, first
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }
 
 // procStatus returns a "kB" field of /proc/<pid>/status in bytes.
@@ -1330,27 +1265,6 @@ func cpuTime(pid int) (time.Duration, error) {
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
 	const ticks = 100 // USER_HZ on Linux
 	return time.Duration(utime+stime) * time.Second / ticks, nil
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // metrics is a scraped text exposition.
@@ -1554,7 +1468,7 @@ func queryStats(ctx context.Context, c config, base string, rep *report) error {
 	t := ans.Data.Stats.Timings
 	sec := func(k string) string { return ms(time.Duration(t[k] * float64(time.Second))) }
 	rep.add("the query", "the janitor's PromQL (gpuutil.Expr, window %s) once more with stats=all: %d series in %s of JSON, %s wall",
-		c.window, len(ans.Data.Result), mib(int64(len(body))), ms(took))
+		c.window, len(ans.Data.Result), scaleutil.MiB(int64(len(body))), ms(took))
 	rep.add("", "%d samples read (peak %d in memory); Prometheus' timings: exec %s (queue %s, preparation %s, inner eval %s, sort %s)",
 		ans.Data.Stats.Samples.TotalQueryableSamples, ans.Data.Stats.Samples.PeakSamples,
 		sec("execTotalTime"), sec("execQueueTime"), sec("queryPreparationTime"), sec("innerEvalTime"), sec("resultSortTime"))
@@ -1564,7 +1478,7 @@ func queryStats(ctx context.Context, c config, base string, rep *report) error {
 // profiles saves a CPU profile over two cycles and a heap profile.
 func (j *janitor) profiles(ctx context.Context, c config, dir string, rep *report) error {
 	secs := int((2*(c.interval+5*time.Second) + time.Second - 1) / time.Second)
-	logf("pprof: CPU profile of the janitor for %ds", secs)
+	scaleutil.Logf("pprof: CPU profile of the janitor for %ds", secs)
 	var saved []string
 	for _, p := range []struct{ name, path string }{
 		{"cpu.pprof", fmt.Sprintf("/profile?seconds=%d", secs)},

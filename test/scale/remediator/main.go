@@ -69,6 +69,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/test/scale/scaleutil"
 )
 
 const (
@@ -110,12 +111,6 @@ func main() {
 	}
 }
 
-var begin = time.Now()
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "[%7.1fs] %s\n", time.Since(begin).Seconds(), fmt.Sprintf(format, args...))
-}
-
 // report collects what is printed at the end.
 type report struct {
 	rows     [][2]string
@@ -148,7 +143,7 @@ func run(ctx context.Context, c config) error {
 	}
 	if c.bin == "" {
 		c.bin = filepath.Join(work, "kubemedic-remediator")
-		logf("building ./cmd/kubemedic-remediator")
+		scaleutil.Logf("building ./cmd/kubemedic-remediator")
 		cmd := exec.Command("go", "build", "-o", c.bin, "./cmd/kubemedic-remediator")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -160,7 +155,7 @@ func run(ctx context.Context, c config) error {
 	env, err := harness.New(startCtx, harness.Options{
 		Kwok: true, KwokHeartbeat: c.heartbeat,
 		KwokStages: []string{harness.OperationPodStage("kubemedic-bench-op-succeed", templateName, true)},
-		Logf:       logf,
+		Logf:       scaleutil.Logf,
 	})
 	cancel()
 	if err != nil {
@@ -168,7 +163,7 @@ func run(ctx context.Context, c config) error {
 	}
 	defer func() {
 		if err := env.Stop(); err != nil {
-			logf("stop: %v", err)
+			scaleutil.Logf("stop: %v", err)
 		}
 	}()
 	// The harness' clients keep envtest's QPS of 1000; creating 100,000
@@ -189,7 +184,7 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("create nodes: %w", err)
 	}
 	nodesTook := time.Since(t0)
-	logf("%d nodes created and Ready in %s", len(nodes), nodesTook.Round(time.Second))
+	scaleutil.Logf("%d nodes created and Ready in %s", len(nodes), nodesTook.Round(time.Second))
 	rep.add("cluster", "%d kwok GPU nodes, created and Ready in %s (%.0f/s)", len(nodes), nodesTook.Round(time.Second), float64(len(nodes))/nodesTook.Seconds())
 
 	names := make([]string, len(nodes))
@@ -202,9 +197,9 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	podsTook := time.Since(t0)
-	logf("%d pods created in %s", created, podsTook.Round(time.Second))
+	scaleutil.Logf("%d pods created in %s", created, podsTook.Round(time.Second))
 	t0 = time.Now()
-	if err := waitPodsRunning(ctx, cs, 60*time.Minute); err != nil {
+	if err := scaleutil.WaitPodsRunning(ctx, cs, 60*time.Minute); err != nil {
 		return err
 	}
 	runningTook := time.Since(t0)
@@ -235,13 +230,13 @@ func run(ctx context.Context, c config) error {
 	}
 	readyTook := time.Since(t0)
 	hwmAtReady, _ := rem.procStatus("VmHWM")
-	logf("remediator (pid %d) ready in %s, VmHWM %s", rem.pid(), readyTook.Round(time.Millisecond), mib(hwmAtReady))
-	rep.add("remediator", "pid %d, /readyz (caches synced) %s after exec; VmHWM then %s", rem.pid(), readyTook.Round(time.Millisecond), mib(hwmAtReady))
+	scaleutil.Logf("remediator (pid %d) ready in %s, VmHWM %s", rem.pid(), readyTook.Round(time.Millisecond), scaleutil.MiB(hwmAtReady))
+	rep.add("remediator", "pid %d, /readyz (caches synced) %s after exec; VmHWM then %s", rem.pid(), readyTook.Round(time.Millisecond), scaleutil.MiB(hwmAtReady))
 
 	// Let the first reconciles (every object is new to the remediator) settle.
 	settle := 20 * time.Second
-	logf("settling for %s", settle)
-	if err := sleep(ctx, settle); err != nil {
+	scaleutil.Logf("settling for %s", settle)
+	if err := scaleutil.Sleep(ctx, settle); err != nil {
 		return err
 	}
 
@@ -265,11 +260,11 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	rep.add("memory", "VmHWM (peak RSS) %s; VmRSS now %s", mib(hwm), mib(rss))
+	rep.add("memory", "VmHWM (peak RSS) %s; VmRSS now %s", scaleutil.MiB(hwm), scaleutil.MiB(rss))
 	rep.add("", "process_resident_memory_bytes %s, go_memstats_heap_inuse_bytes %s, go_gc_heap_live_bytes %s",
-		mib(int64(m.sum("process_resident_memory_bytes", nil))), mib(int64(m.sum("go_memstats_heap_inuse_bytes", nil))),
-		mib(int64(m.sum("go_gc_heap_live_bytes", nil))))
-	rep.verdict(hwm <= 300<<20, "remediator peak RSS (VmHWM) %s <= 300 MiB", mib(hwm))
+		scaleutil.MiB(int64(m.sum("process_resident_memory_bytes", nil))), scaleutil.MiB(int64(m.sum("go_memstats_heap_inuse_bytes", nil))),
+		scaleutil.MiB(int64(m.sum("go_gc_heap_live_bytes", nil))))
+	rep.verdict(hwm <= 300<<20, "remediator peak RSS (VmHWM) %s <= 300 MiB", scaleutil.MiB(hwm))
 
 	if errs, first := rem.logErrors(); errs > 0 {
 		rep.add("remediator log", "%d error lines; the first: %s", errs, first)
@@ -343,7 +338,7 @@ feed:
 			break feed
 		case <-tick.C:
 			n := done.Load()
-			logf("pods: %d/%d created (%.0f/s)", n, total, float64(n)/time.Since(start).Seconds())
+			scaleutil.Logf("pods: %d/%d created (%.0f/s)", n, total, float64(n)/time.Since(start).Seconds())
 			work <- i
 		}
 	}
@@ -395,35 +390,6 @@ func benchPod(node string, i, j int) *corev1.Pod {
 	}
 }
 
-// waitPodsRunning waits until kwok has marked every pod Running: none is
-// Pending any more.
-func waitPodsRunning(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	last := time.Now()
-	for {
-		list, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending", Limit: 500})
-		if err == nil && len(list.Items) == 0 {
-			return nil
-		}
-		if time.Since(last) > 15*time.Second {
-			last = time.Now()
-			if err != nil {
-				logf("pods: waiting for Running: %v", err)
-			} else {
-				rest := ""
-				if list.RemainingItemCount != nil {
-					rest = fmt.Sprintf(" (%d more)", *list.RemainingItemCount)
-				}
-				logf("pods: waiting for kwok to mark pods Running: %d Pending in the first page%s", len(list.Items), rest)
-			}
-		}
-		if err := sleep(ctx, 2*time.Second); err != nil {
-			return fmt.Errorf("wait for pods Running: %w", err)
-		}
-	}
-}
-
 // waitPodWritesQuiet waits until no pod status is written for 15 s: at
 // 100,000 pods kwok goes on patching pod status for many minutes after it
 // has marked them all Running, and the steady state must not count that,
@@ -444,7 +410,7 @@ func waitPodWritesQuiet(ctx context.Context, cs kubernetes.Interface, timeout ti
 	}
 	prev, last := first, time.Now()
 	for {
-		if err := sleep(ctx, 15*time.Second); err != nil {
+		if err := scaleutil.Sleep(ctx, 15*time.Second); err != nil {
 			return 0, fmt.Errorf("wait for kwok to stop writing pod status: %w", err)
 		}
 		n, err := count()
@@ -455,7 +421,7 @@ func waitPodWritesQuiet(ctx context.Context, cs kubernetes.Interface, timeout ti
 			return n - first, nil
 		}
 		if time.Since(last) >= 15*time.Second {
-			logf("pods: kwok still writing pod status (%.0f/s)", (n-prev)/time.Since(last).Seconds())
+			scaleutil.Logf("pods: kwok still writing pod status (%.0f/s)", (n-prev)/time.Since(last).Seconds())
 		}
 		prev, last = n, time.Now()
 	}
@@ -504,7 +470,7 @@ func setupPolicy(ctx context.Context, c client.Client, forDur time.Duration) err
 
 // steadyState counts API requests while nothing but kwok writes.
 func steadyState(ctx context.Context, env *harness.Env, rem *remediator, d time.Duration, rep *report) error {
-	logf("steady state: counting API requests for %s", d)
+	scaleutil.Logf("steady state: counting API requests for %s", d)
 	apiBefore, err := apiserverMetrics(ctx, env.Clientset)
 	if err != nil {
 		return err
@@ -517,7 +483,7 @@ func steadyState(ctx context.Context, env *harness.Env, rem *remediator, d time.
 	if err != nil {
 		return err
 	}
-	if err := sleep(ctx, d); err != nil {
+	if err := scaleutil.Sleep(ctx, d); err != nil {
 		return err
 	}
 	cpuAfter, err := rem.cpuTime()
@@ -698,10 +664,10 @@ func latency(ctx context.Context, env *harness.Env, cs kubernetes.Interface, rem
 	// one second, and the remediator counts `for` from it.
 	now := time.Now()
 	t0 := now.Truncate(time.Second).Add(time.Second)
-	if err := sleep(ctx, time.Until(t0)); err != nil {
+	if err := scaleutil.Sleep(ctx, time.Until(t0)); err != nil {
 		return err
 	}
-	logf("latency: patching %s=True onto %d nodes at once", v1alpha1.ConditionGPUXidError, n)
+	scaleutil.Logf("latency: patching %s=True onto %d nodes at once", v1alpha1.ConditionGPUXidError, n)
 	patched := make([]time.Time, n)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -722,7 +688,7 @@ func latency(ctx context.Context, env *harness.Env, cs kubernetes.Interface, rem
 		return err
 	}
 	spread := slices.MaxFunc(patched, time.Time.Compare).Sub(t0)
-	logf("latency: %d patches done within %s; waiting for the operations", n, spread.Round(time.Millisecond))
+	scaleutil.Logf("latency: %d patches done within %s; waiting for the operations", n, spread.Round(time.Millisecond))
 
 	deadline := time.Now().Add(c.forDur + 2*time.Minute)
 	for {
@@ -735,7 +701,7 @@ func latency(ctx context.Context, env *harness.Env, cs kubernetes.Interface, rem
 		if time.Now().After(deadline) {
 			return fmt.Errorf("only %d of %d operations created %s after the patches (remediator log %s)", got, n, c.forDur+2*time.Minute, rem.logPath)
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := scaleutil.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -750,11 +716,11 @@ func latency(ctx context.Context, env *harness.Env, cs kubernetes.Interface, rem
 	mu.Unlock()
 	slices.Sort(lat)
 	slices.Sort(fromDue)
-	p50, p99, mx := pct(lat, 50), pct(lat, 99), lat[len(lat)-1]
+	p50, p99, mx := scaleutil.Pct(lat, 50), scaleutil.Pct(lat, 99), lat[len(lat)-1]
 	rep.add("latency", "%d nodes (%.3g%%) patched at once (all within %s); NodeOperation watch event - patch - for(%s):",
 		n, c.unhealthyPct, spread.Round(time.Millisecond), c.forDur)
 	rep.add("", "  p50 %s, p99 %s, max %s (from lastTransitionTime+for: p50 %s, max %s)",
-		ms(p50), ms(p99), ms(mx), ms(pct(fromDue, 50)), ms(fromDue[len(fromDue)-1]))
+		ms(p50), ms(p99), ms(mx), ms(scaleutil.Pct(fromDue, 50)), ms(fromDue[len(fromDue)-1]))
 	rep.verdict(p99 <= time.Second, "decision latency beyond `for` p99 %s <= 1 s", ms(p99))
 
 	// End to end: clear the conditions and wait for the operations to
@@ -787,14 +753,14 @@ func latency(ctx context.Context, env *harness.Env, cs kubernetes.Interface, rem
 			mu.Unlock()
 			slices.Sort(took)
 			rep.add("", "all %d operations finished, %d Succeeded; creation to finished p50 %s, max %s (healthyFor 5s after the clear)",
-				n, succ, ms(pct(took, 50)), ms(took[len(took)-1]))
+				n, succ, ms(scaleutil.Pct(took, 50)), ms(took[len(took)-1]))
 			break
 		}
 		if time.Now().After(deadline) {
 			rep.add("", "only %d of %d operations finished 3m after the conditions cleared", fin, n)
 			break
 		}
-		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+		if err := scaleutil.Sleep(ctx, 200*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -817,31 +783,7 @@ func patchCondition(ctx context.Context, cs kubernetes.Interface, node string, c
 	return nil
 }
 
-func pct(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(float64(p)/100*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
-}
-
 func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond)) }
-
-func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // remediator is the kubemedic-remediator process.
 type remediator struct {
@@ -853,11 +795,11 @@ type remediator struct {
 }
 
 func startRemediator(ctx context.Context, bin, kubeconfig, dir string) (*remediator, error) {
-	mport, err := freePort()
+	mport, err := scaleutil.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	pport, err := freePort()
+	pport, err := scaleutil.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -906,9 +848,9 @@ func (r *remediator) waitReady(ctx context.Context, timeout time.Duration) error
 		}
 		select {
 		case <-r.done:
-			return fmt.Errorf("remediator exited before ready: %v\n%s", r.waitErr, tail(r.logPath, 20))
+			return fmt.Errorf("remediator exited before ready: %v\n%s", r.waitErr, scaleutil.Tail(r.logPath, 20))
 		case <-ctx.Done():
-			return fmt.Errorf("remediator not ready: %w\n%s", ctx.Err(), tail(r.logPath, 20))
+			return fmt.Errorf("remediator not ready: %w\n%s", ctx.Err(), scaleutil.Tail(r.logPath, 20))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -1005,20 +947,13 @@ func (r *remediator) logErrors() (int, string) {
 		if first == "" {
 			var e struct{ Msg, Error string }
 			if json.Unmarshal([]byte(line), &e) == nil {
-				first = truncate(e.Msg+": "+e.Error, 200)
+				first = scaleutil.Truncate(e.Msg+": "+e.Error, 200)
 			} else {
-				first = truncate(strings.TrimSpace(line), 200)
+				first = scaleutil.Truncate(strings.TrimSpace(line), 200)
 			}
 		}
 	}
 	return n, first
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }
 
 func apiserverMetrics(ctx context.Context, cs kubernetes.Interface) (samples, error) {
@@ -1161,25 +1096,4 @@ func parseSample(line string) (sample, bool) {
 	}
 	s.value = v
 	return s, true
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -1,0 +1,111 @@
+// Package scaleutil holds what the scale programs under test/scale share:
+// progress lines, free ports, waits, formatting. Only they import it.
+package scaleutil
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Begin is when the program started: Logf prints the time since.
+var Begin = time.Now()
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// MiB writes a byte count in MiB.
+func MiB(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// Pct is the p-th percentile of sorted durations (nearest rank).
+func Pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(float64(p)/100*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// Sleep waits d or until ctx ends, and returns ctx's error then.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Tail returns the last n lines of a file ("" when it cannot be read).
+func Tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Truncate cuts s to n bytes, ending in "...".
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// WaitPodsRunning waits until kwok has marked every pod Running: none is
+// Pending any more.
+func WaitPodsRunning(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := time.Now()
+	for {
+		list, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending", Limit: 500})
+		if err == nil && len(list.Items) == 0 {
+			return nil
+		}
+		if time.Since(last) > 15*time.Second {
+			last = time.Now()
+			if err != nil {
+				Logf("pods: waiting for Running: %v", err)
+			} else {
+				rest := ""
+				if list.RemainingItemCount != nil {
+					rest = fmt.Sprintf(" (%d more)", *list.RemainingItemCount)
+				}
+				Logf("pods: waiting for kwok to mark pods Running: %d Pending in the first page%s", len(list.Items), rest)
+			}
+		}
+		if err := Sleep(ctx, 2*time.Second); err != nil {
+			return fmt.Errorf("wait for pods Running: %w", err)
+		}
+	}
+}
+
+// Logf prints a progress line with the seconds since Begin.
+func Logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%7.1fs] %s\n", time.Since(Begin).Seconds(), fmt.Sprintf(format, args...))
+}
