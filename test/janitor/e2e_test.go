@@ -227,7 +227,9 @@ func TestMissingMetricsNeverReap(t *testing.T) {
 	w.dcgm.Set(w.series(partial, 0), 0) // one of its two GPUs has a series
 	j := w.janitor().start()
 
-	time.Sleep(idleWindow / 2) // a real window of real samples: the series stops halfway
+	// Real samples in real time (Prometheus scrapes every second): the
+	// series stops halfway through its first window.
+	time.Sleep(idleWindow / 2)
 	w.dcgm.Delete(w.series(stops, 0))
 	require.Eventually(t, func() bool {
 		return j.metric("kubemedic_janitor_pods", map[string]string{"rule": "Idle", "state": "unknown"}) == 2
@@ -235,12 +237,12 @@ func TestMissingMetricsNeverReap(t *testing.T) {
 	// The series is back, but with a hole in the window: still unknown.
 	w.util(stops, 1, 0)
 	w.dcgm.SetDown(true)
-	time.Sleep(5 * time.Second)
+	j.waitCycles(5) // past the 3 s staleness
 	require.Equal(t, 2.0, j.metric("kubemedic_janitor_pods", map[string]string{"rule": "Idle", "state": "unknown"}))
 	w.prom.Stop()
 	require.Eventually(t, func() bool { return j.metric("kubemedic_janitor_gpu_metrics_readable", nil) == 0 }, 10*time.Second, 200*time.Millisecond)
 	require.Greater(t, j.metric("kubemedic_janitor_prometheus_query_errors_total", nil), 0.0)
-	time.Sleep(3 * time.Second)
+	j.waitCycles(3)
 	require.Empty(t, w.slack.Messages(), "nothing is noticed on missing evidence")
 	for _, p := range []*corev1.Pod{stops, partial} {
 		got, err := w.getPod(p)
@@ -271,9 +273,8 @@ func TestSlackFailuresAndRestart(t *testing.T) {
 	var n *decide.Notice
 	require.Eventually(t, func() bool { n = w.notice(pod); return n.Noticed() }, 10*time.Second, 100*time.Millisecond)
 	j.stop()
-	time.Sleep(2 * time.Second)
 	j2 := w.janitor().start()
-	time.Sleep(3 * cycle)
+	j2.waitCycles(3)
 	require.Len(t, w.messagesFor(pod), 1, "no second notice after the restart")
 	require.Equal(t, n.Deadline, w.notice(pod).Deadline, "the deadline is unchanged")
 
@@ -375,7 +376,7 @@ func TestDryRunAndPolicyChecks(t *testing.T) {
 	require.NotEmpty(t, w.events(loud, controller.EventWouldReclaim))
 
 	require.Eventually(t, func() bool { return len(w.events(quiet, controller.EventWouldNotify)) > 0 }, 20*time.Second, 200*time.Millisecond)
-	time.Sleep(5 * cycle)
+	j.waitCycles(5)
 	require.Len(t, w.events(quiet, controller.EventWouldNotify), 1, "an unchanged dry-run decision is evented once")
 	got, err := w.getPod(quiet)
 	require.NoError(t, err)
@@ -408,13 +409,15 @@ func TestTwoJanitorsOneNotice(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		pods = append(pods, w.gpuPod("team", fmt.Sprintf("p%d", i), 1))
 	}
+	var js []*janitor
 	for _, id := range []string{"janitor-a", "janitor-b"} {
-		w.janitor(func(o *controller.ManagerOptions) { o.Identity = id }).start()
+		js = append(js, w.janitor(func(o *controller.ManagerOptions) { o.Identity = id }).start())
 	}
 	for _, p := range pods {
 		w.waitMessage(p, "Reclaimed", 40*time.Second)
 	}
-	time.Sleep(3 * cycle)
+	js[0].waitCycles(3)
+	js[1].waitCycles(1)
 	for _, p := range pods {
 		notices, results := 0, 0
 		for _, m := range w.messagesFor(p) {

@@ -132,6 +132,16 @@ func (j *janitor) stop() {
 	j.cancel = nil
 }
 
+// waitCycles waits until the janitor has finished n more cycles: what a
+// test that expects nothing to happen waits for, instead of a sleep.
+func (j *janitor) waitCycles(n int) {
+	j.t.Helper()
+	const name = "kubemedic_janitor_cycle_duration_seconds" // a histogram: its count
+	start := j.metric(name, nil)
+	require.Eventually(j.t, func() bool { return j.metric(name, nil) >= start+float64(n) },
+		time.Duration(n)*cycle+30*time.Second, 50*time.Millisecond, "the janitor did not finish %d cycles", n)
+}
+
 // metric sums the samples of a metric whose labels include labels.
 func (j *janitor) metric(name string, labels map[string]string) float64 {
 	j.mu.Lock()
