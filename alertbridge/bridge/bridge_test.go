@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubemedic/kubemedic/alertbridge/bridge"
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
 )
@@ -49,7 +50,7 @@ func TestLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-7", false)))
 	e.settle()
 	is := onlyIssue(t, e.fake, repo)
-	assert.Equal(t, "open", is.State)
+	assert.Equal(t, ghclient.StateOpen, is.State)
 	assert.Contains(t, is.Title, "KubemedicGPULost")
 	assert.Contains(t, is.Title, "gpu-7")
 	assert.Contains(t, is.Labels, "kubemedic-alert")
@@ -79,8 +80,8 @@ func TestLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-7", true)))
 	e.settle()
 	is = onlyIssue(t, e.fake, repo)
-	assert.Equal(t, "closed", is.State)
-	assert.Equal(t, "completed", is.StateReason)
+	assert.Equal(t, ghclient.StateClosed, is.State)
+	assert.Equal(t, ghclient.ReasonCompleted, is.StateReason)
 	comments := e.fake.Comments(repo, is.Number)
 	require.Len(t, comments, 1)
 	assert.Contains(t, comments[0], "**Resolved**")
@@ -92,7 +93,7 @@ func TestLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-7", false)))
 	e.settle()
 	is = onlyIssue(t, e.fake, repo)
-	assert.Equal(t, "open", is.State)
+	assert.Equal(t, ghclient.StateOpen, is.State)
 	comments = e.fake.Comments(repo, is.Number)
 	require.Len(t, comments, 2)
 	assert.Contains(t, comments[1], "Reopening")
@@ -105,8 +106,8 @@ func TestLifecycle(t *testing.T) {
 	e.settle()
 	issues := e.fake.Issues(repo)
 	require.Len(t, issues, 2)
-	assert.Equal(t, "closed", issues[0].State)
-	assert.Equal(t, "open", issues[1].State)
+	assert.Equal(t, ghclient.StateClosed, issues[0].State)
+	assert.Equal(t, ghclient.StateOpen, issues[1].State)
 	assert.Contains(t, issues[1].Body, fmt.Sprintf("#%d", issues[0].Number))
 
 	assert.Equal(t, 2.0, e.metric("kubemedic_alertbridge_transitions_total", map[string]string{"kind": "resolved"}))
@@ -134,7 +135,7 @@ func TestNotPlannedIsNeverReopened(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-1", true)))
 	e.settle()
 	e.fake.ReopenIssue(repo, is.Number)
-	e.fake.CloseIssue(repo, is.Number, "not_planned")
+	e.fake.CloseIssue(repo, is.Number, ghclient.ReasonNotPlanned)
 	waitRefresh(e)
 
 	// It flaps three times: one comment says it was not reopened; the
@@ -147,8 +148,8 @@ func TestNotPlannedIsNeverReopened(t *testing.T) {
 		e.settle()
 	}
 	is = onlyIssue(t, e.fake, repo)
-	assert.Equal(t, "closed", is.State)
-	assert.Equal(t, "not_planned", is.StateReason)
+	assert.Equal(t, ghclient.StateClosed, is.State)
+	assert.Equal(t, ghclient.ReasonNotPlanned, is.StateReason)
 	var notReopened, resolved int
 	for _, c := range e.fake.Comments(repo, is.Number) {
 		if strings.Contains(c, "Not reopened: closed as not planned") {
@@ -178,7 +179,7 @@ func TestIgnoreLabelIsNeverReopened(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-2", false)))
 	e.settle()
 	is = onlyIssue(t, e.fake, repo)
-	assert.Equal(t, "closed", is.State)
+	assert.Equal(t, ghclient.StateClosed, is.State)
 	comments := e.fake.Comments(repo, is.Number)
 	require.NotEmpty(t, comments)
 	assert.Contains(t, comments[len(comments)-1], `Not reopened: the issue has the label "kubemedic-ignore"`)
@@ -249,13 +250,13 @@ func TestStormGuardRollsUp(t *testing.T) {
 	e.settle()
 	require.Eventually(t, func() bool {
 		is, _ := e.fake.Issue(repo, rollups[0].Number)
-		return is.State == "closed"
+		return is.State == ghclient.StateClosed
 	}, 10*time.Second, 20*time.Millisecond)
 	is, _ := e.fake.Issue(repo, rollups[0].Number)
 	assert.Contains(t, is.Body, "**Firing: 0 · Resolved: 280**")
 	for _, o := range own {
 		got, _ := e.fake.Issue(repo, o.Number)
-		assert.Equal(t, "closed", got.State, "issue #%d", o.Number)
+		assert.Equal(t, ghclient.StateClosed, got.State, "issue #%d", o.Number)
 	}
 }
 
@@ -287,7 +288,7 @@ func TestCrashAfterCommentDoesNotRepeatIt(t *testing.T) {
 	e.start()
 	e.settle()
 	is = onlyIssue(t, e.fake, repo)
-	assert.Equal(t, "closed", is.State, "the edit the crash interrupted is applied")
+	assert.Equal(t, ghclient.StateClosed, is.State, "the edit the crash interrupted is applied")
 	assert.Len(t, e.fake.Comments(repo, is.Number), 1, "the comment is not posted twice")
 }
 
@@ -324,12 +325,12 @@ func TestRestartMidBacklogWithGitHubErrors(t *testing.T) {
 	require.Len(t, issues, 10, "no duplicates, none lost")
 	for _, is := range issues {
 		i := strings.TrimPrefix(strings.Fields(is.Title)[len(strings.Fields(is.Title))-1], "n")
-		want := "open"
+		want := ghclient.StateOpen
 		if i == "0" || i == "2" || i == "4" || i == "6" || i == "8" {
-			want = "closed"
+			want = ghclient.StateClosed
 		}
 		assert.Equal(t, want, is.State, "issue %q", is.Title)
-		if want == "closed" {
+		if want == ghclient.StateClosed {
 			assert.Len(t, e.fake.Comments(repo, is.Number), 1, "one resolve comment on %q", is.Title)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubemedic/kubemedic/alertbridge/decide"
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
 	"github.com/kubemedic/kubemedic/alertbridge/render"
 )
@@ -69,7 +70,7 @@ func TestBugRollupLockOrderDeadlock(t *testing.T) {
 func TestBugLoadRollupsLeavesMemberWithOldIssueOutOfTheRollup(t *testing.T) {
 	b, _ := newTestBridge(t, internalConfig, nil)
 	// Rebuild found the key's old issue, closed and resolved long ago.
-	b.byKey["k"] = &tracked{repo: cacheRepo, number: 3, open: false, stateReason: "completed",
+	b.byKey["k"] = &tracked{repo: cacheRepo, number: 3, open: false, stateReason: ghclient.ReasonCompleted,
 		createdAt: at(-300), closedAt: at(-200)}
 	// The local roll-up state says the key fired again in a storm, after it.
 	r := &rollup{repo: cacheRepo, members: map[string]*marker.Member{"k": {Key: "k", Title: "k", Firing: 1, Since: at(0)}}}

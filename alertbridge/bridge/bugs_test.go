@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
 )
@@ -46,7 +47,7 @@ func TestBugWebhookDuringRebuildOvertakesOlderPendingEntry(t *testing.T) {
 	e.settle()
 
 	for _, is := range e.fake.Issues(repo) {
-		assert.Equal(t, "closed", is.State, "the last webhook says the group resolved: %q", is.Title)
+		assert.Equal(t, ghclient.StateClosed, is.State, "the last webhook says the group resolved: %q", is.Title)
 	}
 }
 
@@ -72,7 +73,7 @@ func TestBugRollupClosedAsNotPlannedIsReopened(t *testing.T) {
 		return false
 	}, 5*time.Second, 10*time.Millisecond)
 
-	e.fake.CloseIssue(repo, rollupNo, "not_planned")
+	e.fake.CloseIssue(repo, rollupNo, ghclient.ReasonNotPlanned)
 	waitRefresh(e)
 	n := e.fake.CallCount("PATCH", "/repos/acme/gpu-oncall/issues/*")
 	require.Equal(t, http.StatusOK, e.post(gpuLost("c", false)))
@@ -80,7 +81,7 @@ func TestBugRollupClosedAsNotPlannedIsReopened(t *testing.T) {
 	require.Eventually(t, func() bool { return e.fake.CallCount("PATCH", "/repos/acme/gpu-oncall/issues/*") > n }, 2*time.Second, 10*time.Millisecond,
 		"the roll-up is synced after the new member")
 	is, _ := e.fake.Issue(repo, rollupNo)
-	assert.Equal(t, "closed", is.State, "a roll-up closed as not planned stays closed")
+	assert.Equal(t, ghclient.StateClosed, is.State, "a roll-up closed as not planned stays closed")
 }
 
 // BUG: when toRollup cannot save the roll-up (a transient error), work

@@ -17,7 +17,7 @@ type tracked struct {
 	number      int
 	nodeID      string
 	open        bool
-	stateReason string
+	stateReason ghclient.StateReason
 	createdAt   time.Time
 	closedAt    time.Time
 	updatedAt   time.Time
@@ -65,7 +65,7 @@ func trackedFrom(is ghclient.Issue) (key string, t *tracked, ok bool, err error)
 		return key, nil, ok, err
 	}
 	return key, &tracked{
-		repo: is.Repo, number: is.Number, nodeID: is.NodeID, open: is.State == "open", stateReason: is.StateReason,
+		repo: is.Repo, number: is.Number, nodeID: is.NodeID, open: is.State == ghclient.StateOpen, stateReason: is.StateReason,
 		createdAt: is.CreatedAt, closedAt: is.ClosedAt, updatedAt: is.UpdatedAt, labels: is.Labels, state: st,
 	}, true, nil
 }

@@ -25,7 +25,7 @@ type ghIssue struct {
 	number           int
 	key              string
 	open             bool
-	reason           string
+	reason           ghclient.StateReason
 	created, updated time.Time
 	labels           []string
 	st               marker.State
@@ -40,9 +40,9 @@ func (g ghIssue) issue(t *testing.T) ghclient.Issue {
 		body, err = marker.Append("Alert group body", g.key, g.st)
 		require.NoError(t, err)
 	}
-	state := "closed"
+	state := ghclient.StateClosed
 	if g.open {
-		state = "open"
+		state = ghclient.StateOpen
 	}
 	return ghclient.Issue{Repo: cacheRepo, Number: g.number, State: state, StateReason: g.reason, Body: body,
 		CreatedAt: g.created, UpdatedAt: g.updated, Labels: g.labels}
@@ -52,7 +52,7 @@ func (g ghIssue) issue(t *testing.T) ghclient.Issue {
 type view struct {
 	number   int
 	open     bool
-	reason   string
+	reason   ghclient.StateReason
 	labels   []string
 	firing   []string
 	applied  string
@@ -129,38 +129,38 @@ func TestAbsorb(t *testing.T) {
 		{
 			desc:     "same issue with an older updated_at is ignored",
 			cache:    map[string]*tracked{"k1": own},
-			issues:   []ghIssue{{number: 7, key: "k1", created: at(0), updated: at(9), reason: "not_planned"}},
+			issues:   []ghIssue{{number: 7, key: "k1", created: at(0), updated: at(9), reason: ghclient.ReasonNotPlanned}},
 			listedAt: at(30),
 			want:     map[string]view{"k1": viewOf(own)},
 		},
 		{
 			desc:  "a refresh takes what people changed and keeps the bridge's own state",
 			cache: map[string]*tracked{"k1": own},
-			issues: []ghIssue{{number: 7, key: "k1", created: at(0), updated: at(20), reason: "not_planned",
+			issues: []ghIssue{{number: 7, key: "k1", created: at(0), updated: at(20), reason: ghclient.ReasonNotPlanned,
 				labels: []string{"kubemedic-alert", "kubemedic-ignore"}, st: marker.State{Firing: []string{"stale"}, Applied: "e-old"}}},
 			listedAt: at(20),
-			want: map[string]view{"k1": {number: 7, open: false, reason: "not_planned",
+			want: map[string]view{"k1": {number: 7, open: false, reason: ghclient.ReasonNotPlanned,
 				labels: []string{"kubemedic-alert", "kubemedic-ignore"}, firing: []string{"fp1"}, applied: "e-own"}},
 		},
 		{
 			desc:     "same updated_at is not older",
 			cache:    map[string]*tracked{"k1": own},
-			issues:   []ghIssue{{number: 7, key: "k1", created: at(0), updated: at(10), reason: "completed"}},
+			issues:   []ghIssue{{number: 7, key: "k1", created: at(0), updated: at(10), reason: ghclient.ReasonCompleted}},
 			listedAt: at(11),
-			want: map[string]view{"k1": {number: 7, open: false, reason: "completed", labels: nil,
+			want: map[string]view{"k1": {number: 7, open: false, reason: ghclient.ReasonCompleted, labels: nil,
 				firing: []string{"fp1"}, applied: "e-own"}},
 		},
 		{
 			desc:     "a refresh listed before the bridge's own write does not override it",
 			cache:    map[string]*tracked{"k1": own},
-			issues:   []ghIssue{{number: 7, key: "k1", created: at(0), updated: at(11), reason: "completed"}},
+			issues:   []ghIssue{{number: 7, key: "k1", created: at(0), updated: at(11), reason: ghclient.ReasonCompleted}},
 			listedAt: at(9),
 			want:     map[string]view{"k1": viewOf(own)},
 		},
 		{
 			desc:     "a refresh listed at the very time of the bridge's write does not override it",
 			cache:    map[string]*tracked{"k1": own},
-			issues:   []ghIssue{{number: 7, key: "k1", created: at(0), updated: at(11), reason: "completed"}},
+			issues:   []ghIssue{{number: 7, key: "k1", created: at(0), updated: at(11), reason: ghclient.ReasonCompleted}},
 			listedAt: at(10),
 			want:     map[string]view{"k1": viewOf(own)},
 		},
@@ -230,7 +230,7 @@ func TestAbsorb(t *testing.T) {
 		},
 		{
 			desc: "a closed roll-up is not adopted",
-			issues: []ghIssue{{number: 30, key: marker.RollupKey, created: at(1), updated: at(1), reason: "completed",
+			issues: []ghIssue{{number: 30, key: marker.RollupKey, created: at(1), updated: at(1), reason: ghclient.ReasonCompleted,
 				st: marker.State{Members: []marker.Member{{Key: "m1", Since: at(1)}}}}},
 			rebuild: true, listedAt: at(10),
 			want: map[string]view{},

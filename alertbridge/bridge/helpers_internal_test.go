@@ -81,7 +81,7 @@ func (m *memGitHub) CreateIssue(_ context.Context, repo string, in ghclient.NewI
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.next++
-	return ghclient.Issue{Repo: repo, Number: m.next, Title: in.Title, Body: in.Body, State: "open", Labels: in.Labels}, nil
+	return ghclient.Issue{Repo: repo, Number: m.next, Title: in.Title, Body: in.Body, State: ghclient.StateOpen, Labels: in.Labels}, nil
 }
 
 func (m *memGitHub) EditIssue(_ context.Context, repo string, number int, e ghclient.Edit) (ghclient.Issue, error) {
@@ -92,7 +92,7 @@ func (m *memGitHub) EditIssue(_ context.Context, repo string, number int, e ghcl
 	if onEdit != nil {
 		onEdit(repo, number)
 	}
-	is := ghclient.Issue{Repo: repo, Number: number, State: "open"}
+	is := ghclient.Issue{Repo: repo, Number: number, State: ghclient.StateOpen}
 	if e.Body != nil {
 		is.Body = *e.Body
 	}

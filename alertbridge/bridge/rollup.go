@@ -83,7 +83,7 @@ func (b *Bridge) saveRollup(r *rollup) error {
 
 // adoptRollupLocked takes an open roll-up issue found while rebuilding.
 func (b *Bridge) adoptRollupLocked(repo string, is ghclient.Issue, t *tracked) {
-	if is.State != "open" {
+	if is.State != ghclient.StateOpen {
 		return
 	}
 	if cur := b.rollups[repo]; cur != nil && cur.number > is.Number {
@@ -302,7 +302,7 @@ func (b *Bridge) syncRollup(ctx context.Context, r *rollup) error {
 		// planned) stays closed; the bridge keeps its table current.
 		edit := ghclient.Edit{Body: &body}
 		if closing {
-			state, reason := "closed", decide.ReasonCompleted
+			state, reason := ghclient.StateClosed, ghclient.ReasonCompleted
 			edit.State, edit.StateReason = &state, &reason
 		}
 		if _, err := b.gh.EditIssue(ctx, r.repo, number, edit); err != nil {

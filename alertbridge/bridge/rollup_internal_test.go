@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
 )
 
@@ -148,7 +149,7 @@ func TestSyncRollupCreatesThenClosesWhenAllResolved(t *testing.T) {
 	require.NoError(t, b.syncRollup(t.Context(), r))
 	assert.True(t, r.closed)
 	require.Len(t, gh.edits, 1)
-	assert.Equal(t, "closed", *gh.edits[0].State)
+	assert.Equal(t, ghclient.StateClosed, *gh.edits[0].State)
 	assert.Nil(t, b.rollups[cacheRepo], "forgotten: the next storm files a new roll-up")
 	assert.Nil(t, b.byKey["m1"], "its members are forgotten too")
 	assert.NoFileExists(t, b.rollupPath(cacheRepo))

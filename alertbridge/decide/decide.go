@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 )
 
 // Kind names a transition of an alert group.
@@ -27,19 +29,13 @@ const (
 	AlertsChanged Kind = "alerts_changed"
 )
 
-// GitHub state reasons the bridge reads and writes.
-const (
-	ReasonCompleted  = "completed"
-	ReasonNotPlanned = "not_planned"
-)
-
 // Known is what the bridge knows about the latest issue of one dedupe key.
 type Known struct {
 	// Exists is false when the key never had an issue (or it was lost).
 	Exists      bool
 	Number      int
 	Open        bool
-	StateReason string
+	StateReason ghclient.StateReason
 	ClosedAt    time.Time
 	Labels      []string
 	// Firing holds the fingerprints that fired at the last applied transition.
@@ -98,9 +94,10 @@ type Action struct {
 	// when the comment is suppressed.
 	Comment       string
 	CommentDigest string
-	// State is "open", "closed" or "" (unchanged); StateReason goes with it.
-	State       string
-	StateReason string
+	// State is the issue's new state, "" for unchanged; StateReason goes
+	// with it.
+	State       ghclient.IssueState
+	StateReason ghclient.StateReason
 	// UpdateBody rewrites the issue body (alert table and hidden state).
 	UpdateBody bool
 	// Why explains a decision not to do the obvious thing, for logs and the
@@ -164,7 +161,7 @@ func resolved(k Known, e Event, p Policy) Action {
 	case e.SkipAutoClose:
 		a.Why = "not closed: an alert has the annotation kubemedic_skip_auto_close"
 	default:
-		a.State, a.StateReason = "closed", ReasonCompleted
+		a.State, a.StateReason = ghclient.StateClosed, ghclient.ReasonCompleted
 		text += " Closing."
 	}
 	if a.Why != "" {
@@ -186,10 +183,10 @@ func refired(k Known, e Event, p Policy) Action {
 	switch {
 	case ignored:
 		a.Why = fmt.Sprintf("not reopened: the issue has the label %q", p.IgnoreLabel)
-	case k.StateReason == ReasonNotPlanned && inWindow:
+	case k.StateReason == ghclient.ReasonNotPlanned && inWindow:
 		a.Why = "not reopened: closed as not planned"
 	case inWindow:
-		a.State, a.StateReason = "open", ""
+		a.State, a.StateReason = ghclient.StateOpen, ""
 		text += " Reopening."
 	default:
 		// Past the window (or a not-planned issue past it): a new issue

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -28,7 +30,7 @@ func resolvedAlerts(fps ...string) []Alert {
 func TestPlan(t *testing.T) {
 	policy := Policy{AutoClose: true, ReopenWindow: time.Hour, IgnoreLabel: "kubemedic-ignore"}
 	open := Known{Exists: true, Number: 7, Open: true, Firing: []string{"a"}}
-	closedBy := func(reason string, ago time.Duration, labels ...string) Known {
+	closedBy := func(reason ghclient.StateReason, ago time.Duration, labels ...string) Known {
 		return Known{Exists: true, Number: 7, StateReason: reason, ClosedAt: t0.Add(-ago), Labels: labels}
 	}
 	tests := []struct {
@@ -72,7 +74,7 @@ func TestPlan(t *testing.T) {
 			desc:        "resolve closes as completed with a comment",
 			known:       open,
 			event:       Event{Alerts: resolvedAlerts("a")},
-			want:        Action{Kind: Resolved, State: "closed", StateReason: ReasonCompleted, UpdateBody: true},
+			want:        Action{Kind: Resolved, State: ghclient.StateClosed, StateReason: ghclient.ReasonCompleted, UpdateBody: true},
 			wantComment: "**Resolved**: all 1 alert of this group resolved. Closing.",
 		},
 		{
@@ -92,53 +94,53 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			desc:  "resolve of an issue a human closed while firing only updates the alert table",
-			known: Known{Exists: true, Number: 7, Firing: []string{"a"}, StateReason: ReasonNotPlanned, ClosedAt: t0},
+			known: Known{Exists: true, Number: 7, Firing: []string{"a"}, StateReason: ghclient.ReasonNotPlanned, ClosedAt: t0},
 			event: Event{Alerts: resolvedAlerts("a")},
 			want:  Action{Kind: Resolved, UpdateBody: true, Why: "issue already closed"},
 		},
 		{
 			desc:        "re-fire inside the window reopens",
-			known:       closedBy(ReasonCompleted, 30*time.Minute),
+			known:       closedBy(ghclient.ReasonCompleted, 30*time.Minute),
 			event:       Event{Alerts: firing("a"), Now: t0},
-			want:        Action{Kind: Refired, State: "open", UpdateBody: true},
+			want:        Action{Kind: Refired, State: ghclient.StateOpen, UpdateBody: true},
 			wantComment: "**Re-fired**: 1 alert firing again: node=a (`a`). Reopening.",
 		},
 		{
 			desc:        "re-fire exactly at the window edge still reopens",
-			known:       closedBy(ReasonCompleted, time.Hour),
+			known:       closedBy(ghclient.ReasonCompleted, time.Hour),
 			event:       Event{Alerts: firing("a"), Now: t0},
-			want:        Action{Kind: Refired, State: "open", UpdateBody: true},
+			want:        Action{Kind: Refired, State: ghclient.StateOpen, UpdateBody: true},
 			wantComment: "Reopening.",
 		},
 		{
 			desc:  "re-fire after the window files a new issue linking the old one",
-			known: closedBy(ReasonCompleted, 2*time.Hour),
+			known: closedBy(ghclient.ReasonCompleted, 2*time.Hour),
 			event: Event{Alerts: firing("a"), Now: t0},
 			want:  Action{Kind: Refired, Create: true, LinkTo: 7, Why: "closed 2h0m0s ago, beyond the reopen window of 1h0m0s"},
 		},
 		{
 			desc:   "a zero window never reopens",
-			known:  closedBy(ReasonCompleted, time.Second),
+			known:  closedBy(ghclient.ReasonCompleted, time.Second),
 			event:  Event{Alerts: firing("a"), Now: t0},
 			policy: Policy{AutoClose: true},
 			want:   Action{Kind: Refired, Create: true, LinkTo: 7, Why: "closed 1s ago, beyond the reopen window of 0s"},
 		},
 		{
 			desc:        "not planned inside the window is not reopened: a comment instead",
-			known:       closedBy(ReasonNotPlanned, 10*time.Minute),
+			known:       closedBy(ghclient.ReasonNotPlanned, 10*time.Minute),
 			event:       Event{Alerts: firing("a"), Now: t0},
 			want:        Action{Kind: Refired, UpdateBody: true, Why: "not reopened: closed as not planned"},
 			wantComment: "Not reopened: closed as not planned.",
 		},
 		{
 			desc:  "not planned past the window gets a new issue, the human's decision stands on the old one",
-			known: closedBy(ReasonNotPlanned, 3*time.Hour),
+			known: closedBy(ghclient.ReasonNotPlanned, 3*time.Hour),
 			event: Event{Alerts: firing("a"), Now: t0},
 			want:  Action{Kind: Refired, Create: true, LinkTo: 7, Why: "closed 3h0m0s ago, beyond the reopen window of 1h0m0s"},
 		},
 		{
 			desc:        "the ignore label is never reopened, not even past the window",
-			known:       closedBy(ReasonCompleted, 30*24*time.Hour, "bug", "kubemedic-ignore"),
+			known:       closedBy(ghclient.ReasonCompleted, 30*24*time.Hour, "bug", "kubemedic-ignore"),
 			event:       Event{Alerts: firing("a"), Now: t0},
 			want:        Action{Kind: Refired, UpdateBody: true, Why: `not reopened: the issue has the label "kubemedic-ignore"`},
 			wantComment: `Not reopened: the issue has the label "kubemedic-ignore".`,
@@ -166,13 +168,13 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			desc:  "an identical consecutive comment is suppressed",
-			known: Known{Exists: true, Number: 7, ClosedAt: t0.Add(-time.Minute), StateReason: ReasonNotPlanned, LastComment: digest(Refired, []string{"a"}, "not reopened: closed as not planned")},
+			known: Known{Exists: true, Number: 7, ClosedAt: t0.Add(-time.Minute), StateReason: ghclient.ReasonNotPlanned, LastComment: digest(Refired, []string{"a"}, "not reopened: closed as not planned")},
 			event: Event{Alerts: firing("a"), Now: t0},
 			want:  Action{Kind: Refired, UpdateBody: true, Why: "not reopened: closed as not planned", Suppressed: true},
 		},
 		{
 			desc:        "the same kind with another firing set is not suppressed",
-			known:       Known{Exists: true, Number: 7, ClosedAt: t0.Add(-time.Minute), StateReason: ReasonNotPlanned, LastComment: digest(Refired, []string{"a"}, "not reopened: closed as not planned")},
+			known:       Known{Exists: true, Number: 7, ClosedAt: t0.Add(-time.Minute), StateReason: ghclient.ReasonNotPlanned, LastComment: digest(Refired, []string{"a"}, "not reopened: closed as not planned")},
 			event:       Event{Alerts: firing("a", "b"), Now: t0},
 			want:        Action{Kind: Refired, UpdateBody: true, Why: "not reopened: closed as not planned"},
 			wantComment: "2 alerts firing again",
@@ -200,7 +202,7 @@ func TestPlan(t *testing.T) {
 func TestPlanCalls(t *testing.T) {
 	assert.Equal(t, 0, Action{}.Calls())
 	assert.Equal(t, 1, Action{Create: true}.Calls())
-	assert.Equal(t, 2, Action{Comment: "x", State: "closed", UpdateBody: true}.Calls())
+	assert.Equal(t, 2, Action{Comment: "x", State: ghclient.StateClosed, UpdateBody: true}.Calls())
 	assert.Equal(t, 1, Action{UpdateBody: true, Suppressed: true}.Calls())
 }
 

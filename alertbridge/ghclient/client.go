@@ -28,10 +28,6 @@ const (
 	defaultRequestTimeout  = 30 * time.Second
 	defaultUserAgent       = "kubemedic-alertbridge"
 	listPageSize           = 100
-	issueStateOpen         = "open"
-	issueStateClosed       = "closed"
-	stateReasonReopened    = "reopened"
-	stateReasonCompleted   = "completed"
 	dryRunFirstIssueNumber = 1_000_000
 )
 
@@ -42,8 +38,8 @@ type Issue struct {
 	NodeID      string
 	Title       string
 	Body        string
-	State       string // "open" | "closed"
-	StateReason string // "completed" | "not_planned" | "reopened" | ""
+	State       IssueState  // StateOpen or StateClosed
+	StateReason StateReason // "" for an issue never closed
 	Labels      []string
 	Assignees   []string // logins
 	HTMLURL     string
@@ -65,8 +61,8 @@ type NewIssue struct {
 // no title, labels or assignees: people own those after creation.
 type Edit struct {
 	Body        *string
-	State       *string
-	StateReason *string
+	State       *IssueState
+	StateReason *StateReason
 }
 
 // Comment is one issue comment.
@@ -227,7 +223,7 @@ func (c *client) ListIssues(ctx context.Context, repo, label string, since time.
 		return nil, err
 	}
 	opts := &github.IssueListByRepoOptions{
-		State:       "all",
+		State:       string(StateAll),
 		Labels:      []string{label},
 		Since:       since,
 		ListOptions: github.ListOptions{PerPage: listPageSize},
@@ -358,7 +354,7 @@ func (c *client) ListComments(ctx context.Context, repo string, number int, sinc
 func fromGitHub(repo string, gi *github.Issue) Issue {
 	is := Issue{
 		Repo: repo, Number: gi.GetNumber(), NodeID: gi.GetNodeID(), Title: gi.GetTitle(),
-		Body: gi.GetBody(), State: gi.GetState(), StateReason: gi.GetStateReason(),
+		Body: gi.GetBody(), State: IssueState(gi.GetState()), StateReason: StateReason(gi.GetStateReason()),
 		HTMLURL: gi.GetHTMLURL(), CreatedAt: gi.GetCreatedAt().Time, ClosedAt: gi.GetClosedAt().Time,
 		UpdatedAt: gi.GetUpdatedAt().Time,
 	}

@@ -108,7 +108,7 @@ func TestListIssuesPaginatesAndSkipsPullRequests(t *testing.T) {
 	for i := range 250 {
 		n := e.fake.AddIssue(repo, "alert "+strconv.Itoa(i), "", "kubemedic")
 		if i%10 == 0 {
-			e.fake.CloseIssue(repo, n, "completed")
+			e.fake.CloseIssue(repo, n, ghclient.ReasonCompleted)
 		}
 	}
 	for range 5 {
@@ -123,7 +123,7 @@ func TestListIssuesPaginatesAndSkipsPullRequests(t *testing.T) {
 	closed := 0
 	for _, is := range got {
 		numbers = append(numbers, is.Number)
-		if is.State == "closed" {
+		if is.State == ghclient.StateClosed {
 			closed++
 			require.False(t, is.ClosedAt.IsZero())
 		}
@@ -159,7 +159,7 @@ func TestCreateEditCommentRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ghclient.Issue{
 		Repo: repo, Number: 1, NodeID: created.NodeID, Title: "GPULost on node-7", Body: "fingerprint abc",
-		State: "open", Labels: []string{"kubemedic", "sev/2"}, Assignees: []string{"oncall"},
+		State: ghclient.StateOpen, Labels: []string{"kubemedic", "sev/2"}, Assignees: []string{"oncall"},
 		HTMLURL: e.fake.URL() + repo + "/issues/1", CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now(),
 	}, created)
 	require.Regexp(t, `^I_kwDO`, created.NodeID)
@@ -170,21 +170,21 @@ func TestCreateEditCommentRoundTrip(t *testing.T) {
 	e.fake.SetAssignees(repo, 1, "alice")
 
 	e.clock.Step(time.Minute)
-	body, closed, reason := "resolved", "closed", "not_planned"
+	body, closed, reason := "resolved", ghclient.StateClosed, ghclient.ReasonNotPlanned
 	edited, err := e.client.EditIssue(ctx, repo, 1, ghclient.Edit{Body: &body, State: &closed, StateReason: &reason})
 	require.NoError(t, err)
-	require.Equal(t, "closed", edited.State)
-	require.Equal(t, "not_planned", edited.StateReason)
+	require.Equal(t, ghclient.StateClosed, edited.State)
+	require.Equal(t, ghclient.ReasonNotPlanned, edited.StateReason)
 	require.Equal(t, e.clock.Now(), edited.ClosedAt)
 	require.Equal(t, e.clock.Now(), edited.UpdatedAt)
 	require.Equal(t, "node-7 GPU fell off the bus (RMA)", edited.Title)
 	require.Equal(t, []string{"kubemedic", "sev/2", "hardware"}, edited.Labels)
 	require.Equal(t, []string{"alice"}, edited.Assignees)
 
-	open := "open"
+	open := ghclient.StateOpen
 	reopened, err := e.client.EditIssue(ctx, repo, 1, ghclient.Edit{State: &open})
 	require.NoError(t, err)
-	require.Equal(t, "reopened", reopened.StateReason)
+	require.Equal(t, ghclient.ReasonReopened, reopened.StateReason)
 	require.True(t, reopened.ClosedAt.IsZero())
 
 	require.NoError(t, e.client.CreateComment(ctx, repo, 1, "firing again"))
@@ -217,7 +217,7 @@ func TestListCommentsPaginates(t *testing.T) {
 }
 
 func TestEditSendsOnlyBodyStateAndStateReason(t *testing.T) {
-	body, closed, reason := "b", "closed", "completed"
+	body, closed, reason := "b", ghclient.StateClosed, ghclient.ReasonCompleted
 	for _, tc := range []struct {
 		desc     string
 		edit     ghclient.Edit

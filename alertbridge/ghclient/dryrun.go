@@ -107,7 +107,7 @@ func (d *dryRun) CreateIssue(ctx context.Context, repo string, in NewIssue) (Iss
 	d.nextNumber++
 	is := Issue{
 		Repo: repo, Number: n, NodeID: fmt.Sprintf("I_dryrun_%d", n), Title: in.Title, Body: in.Body,
-		State: issueStateOpen, Labels: slices.Clone(in.Labels), Assignees: slices.Clone(in.Assignees),
+		State: StateOpen, Labels: slices.Clone(in.Labels), Assignees: slices.Clone(in.Assignees),
 		HTMLURL: fmt.Sprintf("https://github.com/%s/issues/%d", repo, n),
 	}
 	is.CreatedAt = time.Now().UTC()
@@ -132,7 +132,7 @@ func (d *dryRun) EditIssue(ctx context.Context, repo string, number int, e Edit)
 	if !ok {
 		base, seen := d.seen[k]
 		if !seen {
-			base = Issue{Repo: repo, Number: number, State: issueStateOpen}
+			base = Issue{Repo: repo, Number: number, State: StateOpen}
 		}
 		w = &base
 		d.written[k] = w
@@ -148,16 +148,16 @@ func applyEdit(is *Issue, e Edit, now time.Time) {
 	if e.Body != nil {
 		is.Body = *e.Body
 	}
-	wasClosed := is.State == issueStateClosed
+	wasClosed := is.State == StateClosed
 	switch {
-	case e.State != nil && *e.State == issueStateClosed && !wasClosed:
-		is.State, is.ClosedAt, is.StateReason = issueStateClosed, now, stateReasonCompleted
-		if e.StateReason != nil && *e.StateReason != stateReasonReopened {
+	case e.State != nil && *e.State == StateClosed && !wasClosed:
+		is.State, is.ClosedAt, is.StateReason = StateClosed, now, ReasonCompleted
+		if e.StateReason != nil && *e.StateReason != ReasonReopened {
 			is.StateReason = *e.StateReason
 		}
-	case e.State != nil && *e.State == issueStateOpen && wasClosed:
-		is.State, is.ClosedAt, is.StateReason = issueStateOpen, time.Time{}, stateReasonReopened
-	case e.StateReason != nil && wasClosed && *e.StateReason != stateReasonReopened:
+	case e.State != nil && *e.State == StateOpen && wasClosed:
+		is.State, is.ClosedAt, is.StateReason = StateOpen, time.Time{}, ReasonReopened
+	case e.StateReason != nil && wasClosed && *e.StateReason != ReasonReopened:
 		is.StateReason = *e.StateReason
 	}
 }
@@ -221,7 +221,7 @@ func (d *dryRun) Transition(ctx context.Context, repo string, number int, nodeID
 	if !ok {
 		base, seen := d.seen[k]
 		if !seen {
-			base = Issue{Repo: repo, Number: number, NodeID: nodeID, State: issueStateOpen}
+			base = Issue{Repo: repo, Number: number, NodeID: nodeID, State: StateOpen}
 		}
 		w = &base
 		d.written[k] = w

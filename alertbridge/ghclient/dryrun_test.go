@@ -46,7 +46,7 @@ func TestDryRunLogsWritesAndSendsNothing(t *testing.T) {
 	first, err := dry.CreateIssue(ctx, repo, in)
 	require.NoError(t, err)
 	require.Equal(t, 1_000_000, first.Number)
-	require.Equal(t, "open", first.State)
+	require.Equal(t, ghclient.StateOpen, first.State)
 	require.Equal(t, in.Title, first.Title)
 	second, err := dry.CreateIssue(ctx, repo, ghclient.NewIssue{Title: "other", Labels: []string{"elsewhere"}})
 	require.NoError(t, err)
@@ -58,13 +58,13 @@ func TestDryRunLogsWritesAndSendsNothing(t *testing.T) {
 	require.Equal(t, existing, listed[0].Number)
 	require.Equal(t, first.Number, listed[1].Number)
 
-	body, closed := "resolved", "closed"
+	body, closed := "resolved", ghclient.StateClosed
 	edited, err := dry.EditIssue(ctx, repo, existing, ghclient.Edit{Body: &body, State: &closed})
 	require.NoError(t, err)
 	require.Equal(t, "GPULost on node-3", edited.Title, "last known state, edit applied")
 	require.Equal(t, "resolved", edited.Body)
-	require.Equal(t, "closed", edited.State)
-	require.Equal(t, "completed", edited.StateReason)
+	require.Equal(t, ghclient.StateClosed, edited.State)
+	require.Equal(t, ghclient.ReasonCompleted, edited.StateReason)
 	require.False(t, edited.ClosedAt.IsZero())
 
 	require.NoError(t, dry.CreateComment(ctx, repo, existing, "resolved at 10:00"))
@@ -110,12 +110,12 @@ func TestDryRunWithoutReads(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, comments)
 
-	open := "open"
+	open := ghclient.StateOpen
 	edited, err := dry.EditIssue(ctx, repo, 7, ghclient.Edit{State: &open})
 	require.NoError(t, err)
 	require.False(t, edited.UpdatedAt.IsZero())
 	edited.UpdatedAt = time.Time{}
-	require.Equal(t, ghclient.Issue{Repo: repo, Number: 7, State: "open"}, edited)
+	require.Equal(t, ghclient.Issue{Repo: repo, Number: 7, State: ghclient.StateOpen}, edited)
 
 	_, err = dry.CreateIssue(ctx, "no-slash", ghclient.NewIssue{Title: "t"})
 	require.True(t, ghclient.IsPermanent(err), "a malformed repository fails as it would for real")

@@ -100,13 +100,13 @@ func transitionDocument(nodeID string, e Edit, comment string) (string, map[stri
 	}
 	if e.State != nil {
 		switch *e.State {
-		case "closed":
+		case StateClosed:
 			reason := "COMPLETED"
-			if e.StateReason != nil && *e.StateReason == "not_planned" {
+			if e.StateReason != nil && *e.StateReason == ReasonNotPlanned {
 				reason = "NOT_PLANNED"
 			}
 			fields = append(fields, "state: closeIssue(input: {issueId: $id, stateReason: "+reason+"}) { issue { "+issueFields+" } }")
-		case "open":
+		case StateOpen:
 			fields = append(fields, "state: reopenIssue(input: {issueId: $id}) { issue { "+issueFields+" } }")
 		}
 	}
@@ -163,11 +163,11 @@ func (r graphqlResponse) issue() (*graphqlIssue, bool) {
 
 func (g *graphqlIssue) toIssue(repo, nodeID string) Issue {
 	is := Issue{
-		Repo: repo, Number: g.Number, NodeID: nodeID, Title: g.Title, Body: g.Body, State: strings.ToLower(g.State),
+		Repo: repo, Number: g.Number, NodeID: nodeID, Title: g.Title, Body: g.Body, State: IssueState(strings.ToLower(g.State)),
 		HTMLURL: g.URL, CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt,
 	}
 	if g.StateReason != nil {
-		is.StateReason = strings.ToLower(*g.StateReason)
+		is.StateReason = StateReason(strings.ToLower(*g.StateReason))
 	}
 	if g.ClosedAt != nil {
 		is.ClosedAt = *g.ClosedAt

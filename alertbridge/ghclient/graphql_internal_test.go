@@ -79,10 +79,10 @@ func TestGraphQLURL(t *testing.T) {
 func TestDryRunTransitionLogsTheDocument(t *testing.T) {
 	var logs bytes.Buffer
 	d := NewDryRun(slog.New(slog.NewTextHandler(&logs, nil)), nil)
-	body, state := "resolved", "closed"
+	body, state := "resolved", StateClosed
 	is, err := d.Transition(context.Background(), "acme/x", 7, "I_node", Edit{Body: &body, State: &state}, "**Resolved**")
 	require.NoError(t, err)
-	assert.Equal(t, "closed", is.State)
+	assert.Equal(t, StateClosed, is.State)
 	assert.Equal(t, "resolved", is.Body)
 	out := logs.String()
 	assert.Contains(t, out, "Would call GitHub")

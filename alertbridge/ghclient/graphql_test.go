@@ -13,7 +13,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 )
 
-func ptr(s string) *string { return &s }
+func ptr[T any](v T) *T { return &v }
 
 func TestTransitionIsOneRequest(t *testing.T) {
 	e := newEnv(t)
@@ -24,25 +24,25 @@ func TestTransitionIsOneRequest(t *testing.T) {
 	e.fake.ResetCalls()
 
 	got, err := e.client.Transition(ctx, repo, is.Number, is.NodeID,
-		ghclient.Edit{Body: ptr("resolved"), State: ptr("closed"), StateReason: ptr("completed")}, "**Resolved**")
+		ghclient.Edit{Body: ptr("resolved"), State: ptr(ghclient.StateClosed), StateReason: ptr(ghclient.ReasonCompleted)}, "**Resolved**")
 	require.NoError(t, err)
 	calls := e.fake.Calls()
 	require.Len(t, calls, 1, "edit and comment in one request")
 	assert.Equal(t, "/api/graphql", calls[0].Path)
 	body := string(calls[0].Body)
 	assert.Less(t, strings.Index(body, "addComment"), strings.Index(body, "closeIssue"), "the comment comes first, as with REST")
-	assert.Equal(t, "closed", got.State)
-	assert.Equal(t, "completed", got.StateReason)
+	assert.Equal(t, ghclient.StateClosed, got.State)
+	assert.Equal(t, ghclient.ReasonCompleted, got.StateReason)
 	assert.Equal(t, "resolved", got.Body)
 	assert.Equal(t, is.NodeID, got.NodeID)
 	assert.Equal(t, []string{"kubemedic"}, got.Labels)
 	assert.Equal(t, []string{"**Resolved**"}, e.fake.Comments(repo, is.Number))
 
 	// Reopen with a comment; then an edit without a comment or state.
-	got, err = e.client.Transition(ctx, repo, is.Number, is.NodeID, ghclient.Edit{Body: ptr("firing again"), State: ptr("open")}, "**Re-fired**")
+	got, err = e.client.Transition(ctx, repo, is.Number, is.NodeID, ghclient.Edit{Body: ptr("firing again"), State: ptr(ghclient.StateOpen)}, "**Re-fired**")
 	require.NoError(t, err)
-	assert.Equal(t, "open", got.State)
-	assert.Equal(t, "reopened", got.StateReason)
+	assert.Equal(t, ghclient.StateOpen, got.State)
+	assert.Equal(t, ghclient.ReasonReopened, got.StateReason)
 	got, err = e.client.Transition(ctx, repo, is.Number, is.NodeID, ghclient.Edit{Body: ptr("table only")}, "")
 	require.NoError(t, err)
 	assert.Equal(t, "table only", got.Body)
@@ -62,7 +62,7 @@ func TestTransitionRetriesWithoutDuplicatingTheComment(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = e.client.Transition(ctx, repo, is.Number, is.NodeID, ghclient.Edit{Body: ptr("resolved"), State: ptr("closed")}, "**Resolved**")
+	_, err = e.client.Transition(ctx, repo, is.Number, is.NodeID, ghclient.Edit{Body: ptr("resolved"), State: ptr(ghclient.StateClosed)}, "**Resolved**")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"**Resolved**"}, e.fake.Comments(repo, is.Number))
 	assert.Len(t, e.waits, 2, "two backoffs")

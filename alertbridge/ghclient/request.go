@@ -28,7 +28,14 @@ func createRequest(in NewIssue) *github.IssueRequest {
 // and state_reason only. Title, labels and assignees belong to people once
 // the issue exists and are never sent.
 func editRequest(e Edit) *github.IssueRequest {
-	return &github.IssueRequest{Body: e.Body, State: e.State, StateReason: e.StateReason}
+	req := &github.IssueRequest{Body: e.Body}
+	if e.State != nil {
+		req.State = github.String(string(*e.State))
+	}
+	if e.StateReason != nil {
+		req.StateReason = github.String(string(*e.StateReason))
+	}
+	return req
 }
 
 // commentRequest is the body of POST /repos/{o}/{r}/issues/{n}/comments.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 )
 
 // Documentation URLs GitHub puts in its error bodies.
@@ -64,8 +66,8 @@ type Issue struct {
 	NodeID      string
 	Title       string
 	Body        string
-	State       string
-	StateReason string
+	State       ghclient.IssueState
+	StateReason ghclient.StateReason
 	Labels      []string
 	Assignees   []string
 	PullRequest bool
@@ -117,8 +119,8 @@ type issue struct {
 	number      int
 	title       string
 	body        string
-	state       string
-	stateReason string
+	state       ghclient.IssueState
+	stateReason ghclient.StateReason
 	labels      []string
 	assignees   []string
 	pullRequest bool
@@ -208,7 +210,7 @@ func (f *Fake) addIssue(fullName, title, body string, labels []string, pr bool) 
 	r := f.mustRepo(fullName)
 	now := f.now()
 	iss := &issue{
-		id: f.newID(), number: r.nextNumber, title: title, body: body, state: "open",
+		id: f.newID(), number: r.nextNumber, title: title, body: body, state: ghclient.StateOpen,
 		labels: f.ensureLabels(r, labels), pullRequest: pr, user: "octocat",
 		createdAt: now, updatedAt: now,
 	}
@@ -217,17 +219,16 @@ func (f *Fake) addIssue(fullName, title, body string, labels []string, pr bool) 
 	return iss.number
 }
 
-// CloseIssue closes an issue as a person would; reason is completed,
-// not_planned or "" (completed).
-func (f *Fake) CloseIssue(fullName string, number int, reason string) {
+// CloseIssue closes an issue as a person would; reason "" is completed.
+func (f *Fake) CloseIssue(fullName string, number int, reason ghclient.StateReason) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	iss := f.mustIssue(fullName, number)
 	if reason == "" {
-		reason = "completed"
+		reason = ghclient.ReasonCompleted
 	}
 	now := f.now()
-	iss.state, iss.stateReason, iss.closedAt, iss.updatedAt = "closed", reason, now, now
+	iss.state, iss.stateReason, iss.closedAt, iss.updatedAt = ghclient.StateClosed, reason, now, now
 }
 
 // ReopenIssue reopens an issue as a person would.
@@ -236,7 +237,7 @@ func (f *Fake) ReopenIssue(fullName string, number int) {
 	defer f.mu.Unlock()
 	iss := f.mustIssue(fullName, number)
 	now := f.now()
-	iss.state, iss.stateReason, iss.closedAt, iss.updatedAt = "open", "reopened", time.Time{}, now
+	iss.state, iss.stateReason, iss.closedAt, iss.updatedAt = ghclient.StateOpen, ghclient.ReasonReopened, time.Time{}, now
 }
 
 // AddLabel adds a label to an issue as a person would, creating the label.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 )
 
@@ -119,7 +120,10 @@ func TestErrors(t *testing.T) {
 		{desc: "empty title is 422", method: "POST", path: "repos/" + repo + "/issues", body: `{"title":""}`, wantStatus: 422, wantInMessage: "missing_field"},
 		{desc: "bad JSON is 400", method: "POST", path: "repos/" + repo + "/issues", body: `{`, wantStatus: 400, wantInMessage: "Problems parsing JSON"},
 		{desc: "bad state_reason is 422", method: "PATCH", path: "repos/" + repo + "/issues/1", body: `{"state":"closed","state_reason":"fixed"}`, wantStatus: 422, wantInMessage: "state_reason"},
-		{desc: "bad state is 422", method: "PATCH", path: "repos/" + repo + "/issues/1", body: `{"state":"done"}`, wantStatus: 422, wantInMessage: "state"},
+		{desc: "bad state is 422", method: "PATCH", path: "repos/" + repo + "/issues/1", body: `{"state":"done"}`, wantStatus: 422, wantInMessage: `"field":"state"`},
+		{desc: "the list filter all is no state for an edit: 422", method: "PATCH", path: "repos/" + repo + "/issues/1", body: `{"state":"all"}`, wantStatus: 422, wantInMessage: `"field":"state"`},
+		{desc: "a state in another case is 422", method: "PATCH", path: "repos/" + repo + "/issues/1", body: `{"state":"CLOSED"}`, wantStatus: 422, wantInMessage: `"field":"state"`},
+		{desc: "bad list state is 422", method: "GET", path: "repos/" + repo + "/issues?state=done", wantStatus: 422, wantInMessage: `"field":"state"`},
 		{desc: "empty comment is 422", method: "POST", path: "repos/" + repo + "/issues/1/comments", body: `{"body":""}`, wantStatus: 422, wantInMessage: "missing_field"},
 		{desc: "duplicate label is 422", method: "POST", path: "repos/" + repo + "/labels", body: `{"name":"existing"}`, wantStatus: 422, wantInMessage: "already_exists"},
 	} {
@@ -150,8 +154,8 @@ func TestCloseAndReopenSemantics(t *testing.T) {
 	a := call(t, http.MethodPatch, url, `{"state":"closed"}`)
 	require.Equal(t, http.StatusOK, a.status, string(a.body))
 	is, _ := f.Issue(repo, n)
-	require.Equal(t, "closed", is.State)
-	require.Equal(t, "completed", is.StateReason, "closing defaults the reason")
+	require.Equal(t, ghclient.StateClosed, is.State)
+	require.Equal(t, ghclient.ReasonCompleted, is.StateReason, "closing defaults the reason")
 	require.Equal(t, clk.Now(), is.ClosedAt)
 
 	a = call(t, http.MethodPatch, url, `{"state":"open"}`)
@@ -164,14 +168,14 @@ func TestCloseAndReopenSemantics(t *testing.T) {
 	a = call(t, http.MethodPatch, url, `{"state":"closed","state_reason":"not_planned"}`)
 	require.Equal(t, http.StatusOK, a.status)
 	is, _ = f.Issue(repo, n)
-	require.Equal(t, "not_planned", is.StateReason)
+	require.Equal(t, ghclient.ReasonNotPlanned, is.StateReason)
 
 	f.ReopenIssue(repo, n)
 	f.CloseIssue(repo, n, "")
 	f.SetTitle(repo, n, "renamed by a human")
 	f.AddLabel(repo, n, "triaged")
 	is, _ = f.Issue(repo, n)
-	require.Equal(t, "completed", is.StateReason)
+	require.Equal(t, ghclient.ReasonCompleted, is.StateReason)
 	require.Equal(t, "renamed by a human", is.Title)
 	require.Equal(t, []string{"kubemedic", "triaged"}, is.Labels)
 	require.Len(t, f.Calls(), 3, "human actions are not recorded as calls")
@@ -182,7 +186,7 @@ func TestListFilters(t *testing.T) {
 	f.AddIssue(repo, "open both", "", "a", "b")
 	clk.Step(time.Hour)
 	closed := f.AddIssue(repo, "closed both", "", "a", "b")
-	f.CloseIssue(repo, closed, "completed")
+	f.CloseIssue(repo, closed, ghclient.ReasonCompleted)
 	f.AddIssue(repo, "only a", "", "a")
 	f.AddPullRequest(repo, "a pull request", "a", "b")
 

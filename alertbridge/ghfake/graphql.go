@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 )
 
 // The GraphQL endpoint answers the one kind of document the bridge sends: a
@@ -48,14 +50,15 @@ func (f *Fake) graphql(r *http.Request, prefix string, body []byte, now time.Tim
 			raw, _ := json.Marshal(map[string]string{"body": b})
 			resp = f.editIssue(rp, iss, u, raw, now)
 		case "closeIssue":
-			reason := "completed"
+			reason := ghclient.ReasonCompleted
 			if strings.Contains(args, "NOT_PLANNED") {
-				reason = "not_planned"
+				reason = ghclient.ReasonNotPlanned
 			}
-			raw, _ := json.Marshal(map[string]string{"state": "closed", "state_reason": reason})
+			raw, _ := json.Marshal(map[string]any{"state": ghclient.StateClosed, "state_reason": reason})
 			resp = f.editIssue(rp, iss, u, raw, now)
 		case "reopenIssue":
-			resp = f.editIssue(rp, iss, u, []byte(`{"state":"open"}`), now)
+			raw, _ := json.Marshal(map[string]any{"state": ghclient.StateOpen})
+			resp = f.editIssue(rp, iss, u, raw, now)
 		case "addComment":
 			c, ok := str("comment")
 			if !ok || c == "" {
@@ -105,13 +108,13 @@ func graphqlIssueJSON(iss *issue) map[string]any {
 	}
 	var reason, closed any
 	if iss.stateReason != "" {
-		reason = strings.ToUpper(iss.stateReason)
+		reason = strings.ToUpper(string(iss.stateReason))
 	}
 	if !iss.closedAt.IsZero() {
 		closed = iss.closedAt
 	}
 	return map[string]any{
-		"number": iss.number, "state": strings.ToUpper(iss.state), "stateReason": reason,
+		"number": iss.number, "state": strings.ToUpper(string(iss.state)), "stateReason": reason,
 		"createdAt": iss.createdAt, "updatedAt": iss.updatedAt, "closedAt": closed,
 		"title": iss.title, "body": iss.body, "url": "",
 		"labels": map[string]any{"nodes": labels}, "assignees": map[string]any{"nodes": assignees},

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 )
 
 // response is what a handler decided to answer; body is JSON-encoded.
@@ -296,7 +298,7 @@ func issueJSON(rp *repo, iss *issue, u urls) map[string]any {
 		"html_url":   fmt.Sprintf("%s/%s/%s/%d", u.html, rp.fullName, kind, iss.number),
 		"title":      iss.title, "body": stringOrNil(iss.body), "user": userJSON(iss.user),
 		"labels": labels, "assignee": assignee, "assignees": assignees,
-		"state": iss.state, "state_reason": stringOrNil(iss.stateReason),
+		"state": iss.state, "state_reason": stringOrNil(string(iss.stateReason)),
 		"locked": false, "milestone": nil, "comments": len(iss.comments),
 		"created_at": timeOrNil(iss.createdAt), "updated_at": timeOrNil(iss.updatedAt),
 		"closed_at": timeOrNil(iss.closedAt), "author_association": "NONE",
@@ -374,11 +376,11 @@ func parseSince(q url.Values) (time.Time, bool) {
 
 func (f *Fake) listIssues(r *http.Request, rp *repo, u urls, _ time.Time) *response {
 	q := r.URL.Query()
-	state := q.Get("state")
+	state := ghclient.IssueState(q.Get("state"))
 	if state == "" {
-		state = "open"
+		state = ghclient.StateOpen
 	}
-	if state != "open" && state != "closed" && state != "all" {
+	if !state.Valid() && state != ghclient.StateAll {
 		return validationFailed("Issue", "invalid", "state", docListIssues)
 	}
 	since, ok := parseSince(q)
@@ -393,7 +395,7 @@ func (f *Fake) listIssues(r *http.Request, rp *repo, u urls, _ time.Time) *respo
 	}
 	var match []*issue
 	for _, iss := range rp.issues {
-		if state != "all" && iss.state != state {
+		if state != ghclient.StateAll && iss.state != state {
 			continue
 		}
 		if iss.updatedAt.Before(since) {
@@ -453,7 +455,7 @@ func (f *Fake) createIssue(rp *repo, u urls, body []byte, now time.Time) *respon
 	}
 	now = now.UTC().Truncate(time.Second)
 	iss := &issue{
-		id: f.newID(), number: rp.nextNumber, title: *in.Title, state: "open",
+		id: f.newID(), number: rp.nextNumber, title: *in.Title, state: ghclient.StateOpen,
 		labels: f.ensureLabels(rp, in.Labels), assignees: slices.Clone(in.Assignees),
 		user: "kubemedic[bot]", createdAt: now, updatedAt: now,
 	}
@@ -500,8 +502,9 @@ func (f *Fake) editIssue(rp *repo, iss *issue, u urls, body []byte, now time.Tim
 	}
 	title, titleNull, hasTitle, ok1 := str("title")
 	bodyText, _, hasBody, ok2 := str("body")
-	state, _, hasState, ok3 := str("state")
-	reason, reasonNull, hasReason, ok4 := str("state_reason")
+	rawState, _, hasState, ok3 := str("state")
+	rawReason, reasonNull, hasReason, ok4 := str("state_reason")
+	state, reason := ghclient.IssueState(rawState), ghclient.StateReason(rawReason)
 	labels, hasLabels, ok5 := list("labels")
 	assignees, hasAssignees, ok6 := list("assignees")
 	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
@@ -510,10 +513,10 @@ func (f *Fake) editIssue(rp *repo, iss *issue, u urls, body []byte, now time.Tim
 	if hasTitle && (titleNull || strings.TrimSpace(title) == "") {
 		return validationFailed("Issue", "missing_field", "title", docUpdateIssue)
 	}
-	if hasState && state != "open" && state != "closed" {
+	if hasState && !state.Valid() {
 		return validationFailed("Issue", "invalid", "state", docUpdateIssue)
 	}
-	if hasReason && !reasonNull && reason != "completed" && reason != "not_planned" && reason != "reopened" {
+	if hasReason && !reasonNull && !reason.Valid() {
 		return validationFailed("Issue", "invalid", "state_reason", docUpdateIssue)
 	}
 
@@ -531,14 +534,14 @@ func (f *Fake) editIssue(rp *repo, iss *issue, u urls, body []byte, now time.Tim
 		iss.assignees = slices.Clone(assignees)
 	}
 	switch {
-	case hasState && state == "closed" && iss.state == "open":
-		iss.state, iss.closedAt, iss.stateReason = "closed", now, "completed"
-		if hasReason && !reasonNull && reason != "reopened" {
+	case hasState && state == ghclient.StateClosed && iss.state == ghclient.StateOpen:
+		iss.state, iss.closedAt, iss.stateReason = ghclient.StateClosed, now, ghclient.ReasonCompleted
+		if hasReason && !reasonNull && reason != ghclient.ReasonReopened {
 			iss.stateReason = reason
 		}
-	case hasState && state == "open" && iss.state == "closed":
-		iss.state, iss.closedAt, iss.stateReason = "open", time.Time{}, "reopened"
-	case hasReason && !reasonNull && iss.state == "closed" && reason != "reopened":
+	case hasState && state == ghclient.StateOpen && iss.state == ghclient.StateClosed:
+		iss.state, iss.closedAt, iss.stateReason = ghclient.StateOpen, time.Time{}, ghclient.ReasonReopened
+	case hasReason && !reasonNull && iss.state == ghclient.StateClosed && reason != ghclient.ReasonReopened:
 		iss.stateReason = reason
 	}
 	iss.updatedAt = now

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
 	"github.com/kubemedic/kubemedic/test/harness"
@@ -47,7 +48,7 @@ func TestFireResolveReopenAndNewIssue(t *testing.T) {
 	w.resolve(a)
 	w.eventually(func() bool {
 		is, _ := w.fake.Issue(repo, is.Number)
-		return is.State == "closed"
+		return is.State == ghclient.StateClosed
 	}, 15*time.Second, "resolved alert closes the issue")
 	comments := w.fake.Comments(repo, is.Number)
 	require.Len(t, comments, 1)
@@ -58,7 +59,7 @@ func TestFireResolveReopenAndNewIssue(t *testing.T) {
 	w.fire(a)
 	w.eventually(func() bool {
 		is, _ := w.fake.Issue(repo, is.Number)
-		return is.State == "open"
+		return is.State == ghclient.StateOpen
 	}, 15*time.Second, "re-fire inside the window reopens")
 	assert.Contains(t, w.fake.Comments(repo, is.Number)[1], "Reopening")
 
@@ -66,15 +67,15 @@ func TestFireResolveReopenAndNewIssue(t *testing.T) {
 	w.resolve(a)
 	w.eventually(func() bool {
 		is, _ := w.fake.Issue(repo, is.Number)
-		return is.State == "closed"
+		return is.State == ghclient.StateClosed
 	}, 15*time.Second, "closed again")
 	time.Sleep(4500 * time.Millisecond) // the reopen window is real time for Alertmanager and the bridge
 	a.StartsAt = time.Now()
 	w.fire(a)
 	w.eventually(func() bool { return len(w.fake.Issues(repo)) == 2 }, 15*time.Second, "re-fire after the window files a new issue")
 	issues := w.fake.Issues(repo)
-	assert.Equal(t, "closed", issues[0].State)
-	assert.Equal(t, "open", issues[1].State)
+	assert.Equal(t, ghclient.StateClosed, issues[0].State)
+	assert.Equal(t, ghclient.StateOpen, issues[1].State)
 	assert.Contains(t, issues[1].Body, fmt.Sprintf("previous occurrence: #%d", issues[0].Number))
 	assert.Zero(t, w.fake.CallCount("", "/search/*"), "never the search API")
 }
@@ -87,11 +88,11 @@ func TestNotPlannedIsNotReopened(t *testing.T) {
 	w.eventually(func() bool { return len(w.fake.Issues(repo)) == 1 }, 15*time.Second, "issue filed")
 	n := w.fake.Issues(repo)[0].Number
 	w.resolve(a)
-	w.eventually(func() bool { is, _ := w.fake.Issue(repo, n); return is.State == "closed" }, 15*time.Second, "closed")
+	w.eventually(func() bool { is, _ := w.fake.Issue(repo, n); return is.State == ghclient.StateClosed }, 15*time.Second, "closed")
 
 	// A human decides it is not worth fixing.
 	w.fake.ReopenIssue(repo, n)
-	w.fake.CloseIssue(repo, n, "not_planned")
+	w.fake.CloseIssue(repo, n, ghclient.ReasonNotPlanned)
 	time.Sleep(time.Second) // a few refreshes of the bridge's cache (every 200ms here)
 
 	a.StartsAt = time.Now()
@@ -105,8 +106,8 @@ func TestNotPlannedIsNotReopened(t *testing.T) {
 		return false
 	}, 15*time.Second, "a comment says why it was not reopened")
 	is, _ := w.fake.Issue(repo, n)
-	assert.Equal(t, "closed", is.State)
-	assert.Equal(t, "not_planned", is.StateReason)
+	assert.Equal(t, ghclient.StateClosed, is.State)
+	assert.Equal(t, ghclient.ReasonNotPlanned, is.StateReason)
 	assert.Len(t, w.fake.Issues(repo), 1)
 }
 
@@ -167,7 +168,7 @@ func TestRestartMidBacklogWithGitHubErrors(t *testing.T) {
 		}
 		closed := 0
 		for _, is := range issues {
-			if is.State == "closed" {
+			if is.State == ghclient.StateClosed {
 				closed++
 			}
 		}
@@ -184,11 +185,11 @@ func TestRestartMidBacklogWithGitHubErrors(t *testing.T) {
 		require.NoError(t, err)
 		comments := w.fake.Comments(repo, is.Number)
 		if i < n/2 {
-			assert.Equal(t, "closed", is.State, "%s", is.Title)
+			assert.Equal(t, ghclient.StateClosed, is.State, "%s", is.Title)
 			require.Len(t, comments, 1, "one resolve comment on %s: %v", is.Title, comments)
 			assert.Contains(t, comments[0], "**Resolved**")
 		} else {
-			assert.Equal(t, "open", is.State, "%s", is.Title)
+			assert.Equal(t, ghclient.StateOpen, is.State, "%s", is.Title)
 			assert.Empty(t, comments, "%s", is.Title)
 		}
 	}
@@ -230,7 +231,7 @@ func TestStormGuard(t *testing.T) {
 	w.resolve(alerts...)
 	w.eventually(func() bool {
 		is, _ := w.fake.Issue(repo, rollup.Number)
-		return is.State == "closed" && strings.Contains(is.Body, "**Firing: 0 · Resolved: 280**")
+		return is.State == ghclient.StateClosed && strings.Contains(is.Body, "**Firing: 0 · Resolved: 280**")
 	}, 60*time.Second, "the roll-up closes once every group resolved")
 	assert.Len(t, w.fake.Issues(repo), 21)
 }

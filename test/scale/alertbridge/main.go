@@ -148,7 +148,7 @@ func run(groups, concurrency int) error {
 	issues := fake.Issues(repo)
 	open := 0
 	for _, is := range issues {
-		if is.State == "open" {
+		if is.State == ghclient.StateOpen {
 			open++
 		}
 	}
