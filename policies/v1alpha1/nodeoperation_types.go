@@ -196,44 +196,6 @@ type NodeOperationStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Condition types of NodeOperation.
-const (
-	// OperationCordoned is True once the node is cordoned for the operation.
-	OperationCordoned = "Cordoned"
-	// OperationDrained is True once the drain finished.
-	OperationDrained = "Drained"
-	// OperationSucceeded is True when the success criterion was met.
-	OperationSucceeded = "OperationSucceeded"
-	// OperationVerified is True when the node passed verification.
-	OperationVerified = "Verified"
-)
-
-// Reasons of NodeOperation conditions and Events that policies, alerts and
-// runbooks key on.
-const (
-	ReasonAttemptCapReached = "AttemptCapReached"
-	ReasonLadderExhausted   = "LadderExhausted"
-	ReasonDryRun            = "DryRun"
-	ReasonBreakerOpen       = "BreakerOpen"
-	ReasonMaxConcurrent     = "MaxConcurrent"
-	ReasonFailureDomain     = "FailureDomainBudget"
-	ReasonNodeCooldown      = "NodeCooldown"
-	ReasonOutsideWindow     = "OutsideMaintenanceWindow"
-	ReasonPaused            = "Paused"
-	ReasonNodeBusy          = "NodeBusy"
-	ReasonOptedOut          = "OptedOut"
-	ReasonPolicyNotFound    = "PolicyNotFound"
-	ReasonNodeNotFound      = "NodeNotFound"
-	ReasonTemplateNotFound  = "TemplateNotFound"
-	ReasonParameterMissing  = "ParameterMissing"
-	ReasonDrainFailed       = "DrainFailed"
-	ReasonOperationFailed   = "OperationFailed"
-	ReasonOperationTimeout  = "OperationTimeout"
-	ReasonRecoveryTimeout   = "RecoveryTimeout"
-	ReasonVerified          = "Verified"
-	ReasonQuarantined       = "Quarantined"
-)
-
 // +kubebuilder:object:root=true
 
 // NodeOperationList is a list of NodeOperation.

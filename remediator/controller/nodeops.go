@@ -17,23 +17,10 @@ import (
 )
 
 // cordon marks the node unschedulable for the operation and records that
-// kubemedic did it. A node that someone else cordoned is left as it is and
-// byUs is false, so that it is never uncordoned by kubemedic. A node cordoned
-// by an earlier kubemedic operation (the step before an escalation) passes
-// to this one. The decision reads the node from the API server, not the
-// cache, so that a fresh human cordon is never taken for ours.
-func (r *OperationReconciler) cordon(ctx context.Context, nodeName, opName string) (byUs bool, err error) {
-	node := &corev1.Node{}
-	if err := r.Reader.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
-		return false, fmt.Errorf("get node %s: %w", nodeName, err)
-	}
-	by := node.Annotations[v1alpha1.AnnotationCordonedBy]
-	switch {
-	case node.Spec.Unschedulable && by == "":
-		return false, nil
-	case node.Spec.Unschedulable && by == opName:
-		return true, nil
-	}
+// kubemedic did it. node is the node as plan.Advance saw it, read from the
+// API server: the patch carries its resourceVersion, so a human cordon
+// made since then fails it with a conflict and the next pass decides again.
+func (r *OperationReconciler) cordon(ctx context.Context, node *corev1.Node, opName string) error {
 	patch := map[string]any{
 		"metadata": map[string]any{
 			"resourceVersion": node.ResourceVersion,
@@ -41,10 +28,10 @@ func (r *OperationReconciler) cordon(ctx context.Context, nodeName, opName strin
 		},
 		"spec": map[string]any{"unschedulable": true},
 	}
-	if err := r.patchNode(ctx, nodeName, patch); err != nil {
-		return false, fmt.Errorf("cordon node %s: %w", nodeName, err)
+	if err := r.patchNode(ctx, node.Name, patch); err != nil {
+		return fmt.Errorf("cordon node %s: %w", node.Name, err)
 	}
-	return true, nil
+	return nil
 }
 
 // uncordon undoes the operation's own cordon. It leaves the node alone when

@@ -20,6 +20,7 @@ import (
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/drain"
+	"github.com/kubemedic/kubemedic/remediator/plan"
 )
 
 // Bounds of the memory of pods whose owner was told.
@@ -193,12 +194,12 @@ func stoppedMessage(op *v1alpha1.NodeOperation, pod *corev1.Pod, deleted bool, i
 	follow := "kubectl get nodeoperation " + op.Name
 
 	text := fmt.Sprintf("Your pod %s on node %s was stopped because %s, by %s: %s at %s, to %s. %s Follow the repair: %s",
-		ref, node, cause, by, verb, at.UTC().Format("2006-01-02 15:04 UTC"), describe(op), next, follow)
+		ref, node, cause, by, verb, at.UTC().Format("2006-01-02 15:04 UTC"), plan.Describe(op), next, follow)
 	if issue != "" {
 		text += " or " + issue
 	}
 
-	repair := notify.Escape(describe(op))
+	repair := notify.Escape(plan.Describe(op))
 	if op.Spec.Step != "" {
 		repair += ", step " + notify.Code(op.Spec.Step)
 	}

@@ -3,9 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,62 +25,29 @@ const (
 	EnvTriggerMsg    = "KUBEMEDIC_TRIGGER_MESSAGE"
 )
 
-// parameters extracts the template's parameters from the trigger message.
-func parameters(tpl *v1alpha1.NodeOperationTemplate, op *v1alpha1.NodeOperation) ([]v1alpha1.TemplateEnvVar, error) {
-	var out []v1alpha1.TemplateEnvVar
-	for _, prm := range tpl.Spec.Parameters {
-		re, err := regexp.Compile(prm.MessageRegex)
-		if err != nil {
-			return nil, fmt.Errorf("template %s: parameters[%s].messageRegex: %w", tpl.Name, prm.Name, err)
-		}
-		var m []string
-		if op.Spec.Trigger != nil {
-			m = re.FindStringSubmatch(op.Spec.Trigger.Message)
-		}
-		if len(m) < 2 || m[1] == "" {
-			if prm.Required {
-				src := "the operation has no trigger condition"
-				if op.Spec.Trigger != nil {
-					src = fmt.Sprintf("trigger message %q", op.Spec.Trigger.Message)
-				}
-				return nil, fmt.Errorf("template %s: required parameter %s: %s does not match %s", tpl.Name, prm.Name, src, prm.MessageRegex)
-			}
-			continue
-		}
-		out = append(out, v1alpha1.TemplateEnvVar{Name: prm.Name, Value: m[1]})
-	}
-	return out, nil
-}
-
-// operationPod returns the operation's pod, creating it the first time. The
-// pod's name is the operation's, so a second creation fails AlreadyExists.
-func (r *OperationReconciler) operationPod(ctx context.Context, p *opPass, tpl *v1alpha1.NodeOperationTemplate) (*corev1.Pod, error) {
-	op := p.op
-	name := op.Name
+// operationPod reads the operation's pod; nil when it was not created yet
+// or is gone (deleted by a reboot, say).
+func (r *OperationReconciler) operationPod(ctx context.Context, op *v1alpha1.NodeOperation) (*corev1.Pod, error) {
+	key := client.ObjectKey{Namespace: r.Namespace, Name: op.Name}
 	pod := &corev1.Pod{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, pod)
+	err := r.Client.Get(ctx, key, pod)
 	if err == nil {
 		return pod, nil
 	}
 	if !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("get operation pod %s/%s: %w", r.Namespace, name, err)
+		return nil, fmt.Errorf("get operation pod %s: %w", key, err)
 	}
-	if op.Status.PodName != "" {
-		// Created before: too new for the cache, or gone with a reboot.
-		if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, pod); err == nil {
-			return pod, nil
-		} else if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("get operation pod %s/%s: %w", r.Namespace, name, err)
-		}
+	if op.Status.PodName == "" {
 		return nil, nil
 	}
-	pod = buildPod(op, tpl, r.Namespace)
-	if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("create operation pod %s/%s: %w", r.Namespace, name, err)
+	// Created before: too new for the cache, or gone.
+	if err := r.Reader.Get(ctx, key, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get operation pod %s: %w", key, err)
 	}
-	op.Status.PodName = name
-	p.emit(corev1.EventTypeNormal, "PodCreated", "Run", "created operation pod %s/%s (%s)", r.Namespace, name, tpl.Spec.Image)
-	return nil, nil
+	return pod, nil
 }
 
 // buildPod is the operation pod: the template's container on the node, owned
@@ -165,39 +129,4 @@ func buildPod(op *v1alpha1.NodeOperation, tpl *v1alpha1.NodeOperationTemplate, n
 			},
 		},
 	}
-}
-
-// podFailure says why a pod failed, from its container states.
-func podFailure(pod *corev1.Pod) string {
-	var parts []string
-	for _, cs := range pod.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil {
-			s := fmt.Sprintf("container %s exited %d", cs.Name, t.ExitCode)
-			if t.Reason != "" {
-				s += " (" + t.Reason + ")"
-			}
-			if m := strings.TrimSpace(t.Message); m != "" {
-				s += ": " + truncate(m, 300)
-			}
-			parts = append(parts, s)
-		}
-	}
-	if len(parts) == 0 {
-		if pod.Status.Message != "" {
-			return pod.Status.Reason + " " + pod.Status.Message
-		}
-		return "no container status"
-	}
-	return strings.Join(parts, "; ")
-}
-
-// podFinishedAt is when the pod's containers finished; zero if unknown.
-func podFinishedAt(pod *corev1.Pod) time.Time {
-	var t time.Time
-	for _, cs := range pod.Status.ContainerStatuses {
-		if term := cs.State.Terminated; term != nil && term.FinishedAt.After(t) {
-			t = term.FinishedAt.Time
-		}
-	}
-	return t
 }

@@ -101,7 +101,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	or := &OperationReconciler{
-		Evictor: evictor,
+		Drainer: evictor,
 		Client:  c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,
 		Namespace: opts.Namespace, Retention: opts.Retention,
 		ledger: &ledger{client: c, reader: mgr.GetAPIReader(), namespace: opts.Namespace},

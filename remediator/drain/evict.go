@@ -155,6 +155,22 @@ func causeList(s metav1.Status) []metav1.StatusCause {
 	return s.Details.Causes
 }
 
+// Runner performs a drain decision: the seam between the operation
+// controller and the API server's eviction and pod deletion, as
+// EvictionConfig is the seam to the transport. *Evictor is the real one.
+type Runner interface {
+	// Run performs d as the package's Run does.
+	Run(ctx context.Context, d Decision) (stopped []Stopped, blocked []string, err error)
+}
+
+var _ Runner = (*Evictor)(nil)
+
+// Run performs d's evictions and deletions through the API server; see the
+// package-level Run.
+func (e *Evictor) Run(ctx context.Context, d Decision) ([]Stopped, []string, error) {
+	return Run(ctx, e, d)
+}
+
 // Stopped is a pod that Run stopped: the API server accepted its eviction
 // or its deletion in that call. A pod that was gone already, or that a
 // budget refused, is not one.

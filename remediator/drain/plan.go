@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
@@ -22,8 +23,9 @@ import (
 const LabelOperation = v1alpha1.LabelOperation
 
 // DefaultTimeout bounds a drain whose spec has no timeout, as the CRD
-// default does.
-const DefaultTimeout = 10 * time.Minute
+// default does: policies.DefaultDrainTimeout, the one source of the API's
+// defaults.
+const DefaultTimeout = policies.DefaultDrainTimeout
 
 // DeleteGrace is how long DeleteAfterTimeout pods may take to go once they
 // were deleted at the drain timeout. Pods still there after it fail the

@@ -1,0 +1,98 @@
+package v1alpha1
+
+// This file holds every condition type, condition reason and Event reason
+// that the remediator writes on a NodeOperation (and, for its transitions,
+// on the node). They are stable API: alerts, runbooks, dashboards and
+// `kubectl get events --field-selector reason=...` key on them, so code
+// never spells them as literals.
+
+// Condition types of NodeOperation.
+const (
+	// OperationAdmitted is False while a safety limit holds the operation
+	// in WaitingForBudget (its reason names the limit), True once it passed.
+	OperationAdmitted = "Admitted"
+	// OperationCordoned is True once the node is cordoned for the operation.
+	OperationCordoned = "Cordoned"
+	// OperationDrained is True once the drain finished.
+	OperationDrained = "Drained"
+	// OperationSucceeded is True when the success criterion was met.
+	OperationSucceeded = "OperationSucceeded"
+	// OperationVerified is True when the node passed verification.
+	OperationVerified = "Verified"
+	// OperationQuarantined is True when the operation quarantined the node
+	// (cordon and the kubemedic.io/quarantined taint).
+	OperationQuarantined = "Quarantined"
+)
+
+// Reasons of NodeOperation conditions and Events that policies, alerts and
+// runbooks key on. The admission reasons (BreakerOpen ... NodeBusy) are
+// also the reasons of the Admitted condition and of the operation's Wait
+// Events, and the label of kubemedic_operations_blocked_total.
+const (
+	ReasonAttemptCapReached = "AttemptCapReached"
+	ReasonLadderExhausted   = "LadderExhausted"
+	ReasonDryRun            = "DryRun"
+	ReasonBreakerOpen       = "BreakerOpen"
+	ReasonMaxConcurrent     = "MaxConcurrent"
+	ReasonFailureDomain     = "FailureDomainBudget"
+	ReasonNodeCooldown      = "NodeCooldown"
+	ReasonOutsideWindow     = "OutsideMaintenanceWindow"
+	ReasonPaused            = "Paused"
+	ReasonNodeBusy          = "NodeBusy"
+	ReasonOptedOut          = "OptedOut"
+	ReasonPolicyNotFound    = "PolicyNotFound"
+	ReasonNodeNotFound      = "NodeNotFound"
+	ReasonTemplateNotFound  = "TemplateNotFound"
+	ReasonParameterMissing  = "ParameterMissing"
+	ReasonDrainFailed       = "DrainFailed"
+	ReasonOperationFailed   = "OperationFailed"
+	ReasonOperationTimeout  = "OperationTimeout"
+	ReasonRecoveryTimeout   = "RecoveryTimeout"
+	ReasonVerified          = "Verified"
+	ReasonQuarantined       = "Quarantined"
+
+	// ReasonLimitsPassed: Admitted is True, every safety limit passed.
+	ReasonLimitsPassed = "LimitsPassed"
+	// ReasonCordonedByKubemedic: Cordoned is True and kubemedic cordoned
+	// the node, so it uncordons it after verification.
+	ReasonCordonedByKubemedic = "CordonedByKubemedic"
+	// ReasonCordonedByHuman: Cordoned is True but someone else cordoned the
+	// node; kubemedic leaves it cordoned.
+	ReasonCordonedByHuman = "CordonedByHuman"
+	// ReasonDraining: Drained is False while pods are being evicted.
+	ReasonDraining = "Draining"
+	// ReasonDrainTimeout: Drained is False, the drain ran out of time.
+	ReasonDrainTimeout = "DrainTimeout"
+	// ReasonDrained: Drained is True (also the Event of a finished drain).
+	ReasonDrained = "Drained"
+	// ReasonRunning: OperationSucceeded is False while the operation runs.
+	ReasonRunning = "Running"
+	// ReasonNothingToRun: OperationSucceeded is True for a template whose
+	// success criterion is None.
+	ReasonNothingToRun = "NothingToRun"
+	// ReasonPodSucceeded: OperationSucceeded is True, the pod succeeded.
+	ReasonPodSucceeded = "PodSucceeded"
+	// ReasonPodFailed: OperationSucceeded is False, the pod failed.
+	ReasonPodFailed = "PodFailed"
+	// ReasonNodeRebooted: OperationSucceeded is True, the node has a new
+	// boot ID and is Ready.
+	ReasonNodeRebooted = "NodeRebooted"
+	// ReasonWaiting: Verified is False while the node is not yet verified.
+	ReasonWaiting = "Waiting"
+)
+
+// Event reasons of NodeOperation transitions that are not condition reasons.
+const (
+	// EventStarted: the operation passed admission and starts.
+	EventStarted = "Started"
+	// EventCordoned: kubemedic cordoned the node.
+	EventCordoned = "Cordoned"
+	// EventPodCreated: the operation pod was created.
+	EventPodCreated = "PodCreated"
+	// EventOperationSucceeded: the success criterion was met.
+	EventOperationSucceeded = "OperationSucceeded"
+	// EventOperationCreated: a RemediationPolicy created the operation.
+	EventOperationCreated = "OperationCreated"
+	// EventCreateFailed: a RemediationPolicy failed to create an operation.
+	EventCreateFailed = "CreateFailed"
+)

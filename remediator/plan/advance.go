@@ -1,0 +1,638 @@
+package plan
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubemedic/kubemedic/policies"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/drain"
+)
+
+// Timings of the operation lifecycle that no policy sets.
+const (
+	// DrainPoll is how often a drain is looked at again: a disruption
+	// budget that starts allowing evictions changes no object the
+	// controller watches.
+	DrainPoll = 5 * time.Second
+	// WaitingResync looks at a waiting operation again even when nothing it
+	// watches changed, as a safety net.
+	WaitingResync = time.Minute
+	// VerifyResync looks at an operation being verified again at least
+	// this often: a GPU count coming back changes the node, but a missed
+	// watch event must not leave the node cordoned until the timeout.
+	VerifyResync = 30 * time.Second
+	// RebootPodGrace: under the NodeRebooted criterion, an operation pod
+	// that failed (the reboot killed it, or its command returned an error
+	// as the node went down) is given this long for the new boot ID to show
+	// before the step fails.
+	RebootPodGrace = 2 * time.Minute
+	// maxMessage bounds status.message.
+	maxMessage = 1024
+)
+
+// Effect is the one change to the cluster that a Transition needs. The
+// controller makes it before it records the transition, so a failed effect
+// leaves the operation where it was and the next pass decides again.
+type Effect int
+
+const (
+	// EffectNone: the transition changes only the operation's status.
+	EffectNone Effect = iota
+	// EffectReserve writes the operation's name into the admission ledger
+	// (a conflict means another admission won: decide again).
+	EffectReserve
+	// EffectQuarantine cordons the node and taints it quarantined.
+	EffectQuarantine
+	// EffectCordon cordons the node and records the operation as the one
+	// that did it.
+	EffectCordon
+	// EffectDrain evicts or deletes the pods of Transition.Drain.
+	EffectDrain
+	// EffectCreatePod creates the operation pod.
+	EffectCreatePod
+	// EffectDeletePod deletes AdvanceInput.Pod, which timed out.
+	EffectDeletePod
+	// EffectUncordon undoes the operation's own cordon.
+	EffectUncordon
+	// EffectDeleteOperation deletes the finished operation after its
+	// retention.
+	EffectDeleteOperation
+)
+
+func (e Effect) String() string {
+	return [...]string{"None", "Reserve", "Quarantine", "Cordon", "Drain", "CreatePod", "DeletePod", "Uncordon", "DeleteOperation"}[e]
+}
+
+// AdvanceInput is what Advance decides from, read by the controller for the
+// operation's phase. Objects are not changed.
+type AdvanceInput struct {
+	Op *v1alpha1.NodeOperation
+	// Node is the target node; nil when it does not exist. In Cordoning it
+	// must be read from the API server, not a cache, so that a fresh human
+	// cordon is never taken for an operation's.
+	Node *corev1.Node
+	// Template is the operation's NodeOperationTemplate (Pending, Running);
+	// nil when it does not exist.
+	Template *v1alpha1.NodeOperationTemplate
+	// Admission is plan.Admit's verdict (WaitingForBudget), unless Reserved.
+	Admission Admission
+	// Reserved: the admission ledger holds the operation's name already (it
+	// was admitted before a crash or a failed status write).
+	Reserved bool
+	// Pods are the pods on the node, from the API server (Draining).
+	Pods []corev1.Pod
+	// Pod is the operation pod (Running); nil when it was not created yet
+	// or is gone.
+	Pod *corev1.Pod
+	// Namespace is where operation pods run, for messages.
+	Namespace string
+	// Retention is how long a finished operation is kept (see Retention).
+	Retention time.Duration
+	Now       time.Time
+}
+
+// Event is an Event to emit on the operation and its node once the status
+// that records the transition is written.
+type Event struct {
+	// Type is corev1.EventTypeNormal or corev1.EventTypeWarning.
+	Type string
+	// Reason is a constant of v1alpha1.
+	Reason string
+	// Action is what was done, in one word.
+	Action string
+	Note   string
+}
+
+// Transition is one step of an operation's lifecycle.
+type Transition struct {
+	// Status is the operation's status after the step; the controller
+	// writes it once the Effect is made.
+	Status v1alpha1.NodeOperationStatus
+	// Effect is the change to make first; Drain is its decision for
+	// EffectDrain.
+	Effect Effect
+	Drain  drain.Decision
+	// Events to emit once Status is written.
+	Events []Event
+	// RequeueAfter is when to look again with nothing changing; zero: on
+	// change only.
+	RequeueAfter time.Duration
+	// Blocked, when set, is the reason to count in the blocked-operations
+	// metric (a limit that newly holds or ends the operation, or DryRun).
+	Blocked string
+	// Remediated is the time from the trigger condition to a verified node;
+	// zero when the step did not verify one or had no trigger.
+	Remediated time.Duration
+}
+
+// Advance decides the next step of an operation in its phase: the status it
+// moves to, the one effect that step needs and the Events it leaves. The
+// controller reads what the phase needs, calls Advance, makes the effect,
+// and calls it again while the phase changes.
+//
+// The lifecycle: Pending (template and parameters) → WaitingForBudget
+// (admission: skip, wait or start; dry run ends here) → Cordoning (or
+// quarantine) → Draining → Running (the pod, or a reboot seen by boot ID,
+// within the timeout) → Verifying (within the recovery timeout) →
+// Succeeded | Failed | Skipped, deleted after the retention.
+func Advance(in AdvanceInput) Transition {
+	t := &transition{in: in, Transition: Transition{Status: *in.Op.Status.DeepCopy()}}
+	switch in.Op.Status.Phase {
+	case "", v1alpha1.PhasePending:
+		t.pending()
+	case v1alpha1.PhaseWaitingForBudget:
+		t.admit()
+	case v1alpha1.PhaseCordoning:
+		t.cordoning()
+	case v1alpha1.PhaseDraining:
+		t.draining()
+	case v1alpha1.PhaseRunning:
+		t.running()
+	case v1alpha1.PhaseVerifying:
+		t.verifying()
+	default:
+		t.finished()
+	}
+	return t.Transition
+}
+
+// transition builds a Transition.
+type transition struct {
+	in AdvanceInput
+	Transition
+}
+
+func (t *transition) setPhase(phase v1alpha1.NodeOperationPhase, msg string) {
+	t.Status.Phase = phase
+	t.Status.Message = Truncate(msg, maxMessage)
+	if phase.Finished() && t.Status.CompletionTime == nil {
+		c := metav1.NewTime(t.in.Now)
+		t.Status.CompletionTime = &c
+	}
+}
+
+// finish ends the operation, with an Event: Normal for success, Warning
+// otherwise.
+func (t *transition) finish(phase v1alpha1.NodeOperationPhase, reason, msg string) {
+	t.setPhase(phase, reason+": "+msg)
+	typ := corev1.EventTypeNormal
+	if phase != v1alpha1.PhaseSucceeded {
+		typ = corev1.EventTypeWarning
+	}
+	t.emit(typ, reason, string(phase), msg)
+}
+
+func (t *transition) emit(typ, reason, action, note string) {
+	t.Events = append(t.Events, Event{Type: typ, Reason: reason, Action: action, Note: note})
+}
+
+func (t *transition) cond(typ string, status metav1.ConditionStatus, reason, msg string) {
+	SetCondition(&t.Status.Conditions, typ, status, reason, msg, t.in.Op.Generation, t.in.Now)
+}
+
+// since is when the condition last changed; now when it is not set.
+func (t *transition) since(typ string) time.Time {
+	if c := apimeta.FindStatusCondition(t.Status.Conditions, typ); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return t.in.Now
+}
+
+func (t *transition) requeue(d time.Duration) {
+	d = max(d, time.Second)
+	if t.RequeueAfter == 0 || d < t.RequeueAfter {
+		t.RequeueAfter = d
+	}
+}
+
+func (t *transition) requeueAt(at time.Time) {
+	if !at.IsZero() {
+		t.requeue(at.Sub(t.in.Now))
+	}
+}
+
+// SetCondition sets a condition, keeping lastTransitionTime while the
+// status stays, and bounding the message to the API's 32 KiB.
+func SetCondition(conds *[]metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string, gen int64, now time.Time) {
+	if len(msg) > 32768 {
+		msg = msg[:32768]
+	}
+	apimeta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)})
+}
+
+// pending checks what the operation needs before it can wait for a budget:
+// its template and the parameters the template takes from the trigger.
+func (t *transition) pending() {
+	op := t.in.Op
+	if !op.Spec.Quarantine {
+		if t.in.Template == nil {
+			t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonTemplateNotFound, fmt.Sprintf("NodeOperationTemplate %s does not exist", op.Spec.Operation))
+			return
+		}
+		params, err := Parameters(t.in.Template, op)
+		if err != nil {
+			t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonParameterMissing, err.Error())
+			return
+		}
+		t.Status.Parameters = params
+	}
+	t.setPhase(v1alpha1.PhaseWaitingForBudget, "checking the safety limits")
+}
+
+// admit turns the admission verdict into the operation's next step.
+func (t *transition) admit() {
+	op := t.in.Op
+	a := t.in.Admission
+	if t.in.Reserved {
+		a = Admission{Verdict: Start, Message: "admitted earlier (admission ledger)"}
+	}
+	if op.Spec.DryRun {
+		t.dryRun(a)
+		return
+	}
+	switch a.Verdict {
+	case Skip:
+		t.Blocked = a.Reason
+		if a.Quarantine {
+			t.Effect = EffectQuarantine
+			t.cond(v1alpha1.OperationQuarantined, metav1.ConditionTrue, a.Reason, "node cordoned and tainted "+v1alpha1.TaintQuarantined)
+		}
+		t.finish(v1alpha1.PhaseSkipped, a.Reason, a.Message)
+		return
+	case Wait:
+		prev := apimeta.FindStatusCondition(op.Status.Conditions, v1alpha1.OperationAdmitted)
+		if prev == nil || prev.Reason != a.Reason {
+			// Counted and told once per limit, not once per pass.
+			t.Blocked = a.Reason
+			t.emit(corev1.EventTypeNormal, a.Reason, "Wait", "waiting: "+a.Message)
+		}
+		t.cond(v1alpha1.OperationAdmitted, metav1.ConditionFalse, a.Reason, a.Message)
+		t.Status.Message = Truncate(a.Reason+": "+a.Message, maxMessage)
+		t.requeue(WaitingResync)
+		t.requeueAt(a.Next)
+		return
+	}
+	if !t.in.Reserved {
+		t.Effect = EffectReserve
+	}
+	t.cond(v1alpha1.OperationAdmitted, metav1.ConditionTrue, v1alpha1.ReasonLimitsPassed, a.Message)
+	start := metav1.NewTime(t.in.Now)
+	t.Status.StartTime = &start
+	if t.in.Node != nil {
+		t.Status.BootID = t.in.Node.Status.NodeInfo.BootID
+	}
+	t.emit(corev1.EventTypeNormal, v1alpha1.EventStarted, "Start", "every safety limit passed; starting "+Describe(op))
+	if op.Spec.Quarantine || op.Spec.Cordon || op.Spec.Drain != nil {
+		t.setPhase(v1alpha1.PhaseCordoning, "cordoning the node")
+	} else {
+		t.setPhase(v1alpha1.PhaseRunning, "starting the operation")
+	}
+}
+
+// dryRun ends a dry-run operation with what it would have done.
+func (t *transition) dryRun(a Admission) {
+	var would string
+	switch {
+	case a.Verdict == Skip && a.Quarantine:
+		would = "would quarantine the node: " + a.Message
+	case a.Verdict == Skip:
+		would = "would skip: " + a.Message
+	case a.Verdict == Wait:
+		would = fmt.Sprintf("would %s, after waiting for %s: %s", Describe(t.in.Op), a.Reason, a.Message)
+	default:
+		would = fmt.Sprintf("would %s now", Describe(t.in.Op))
+	}
+	t.Blocked = v1alpha1.ReasonDryRun
+	t.finish(v1alpha1.PhaseSkipped, v1alpha1.ReasonDryRun, would+"; nothing was changed")
+}
+
+// Describe says what an operation does, for messages.
+func Describe(op *v1alpha1.NodeOperation) string {
+	if op.Spec.Quarantine {
+		return "quarantine (cordon and taint " + v1alpha1.TaintQuarantined + ")"
+	}
+	s := ""
+	switch {
+	case op.Spec.Drain != nil:
+		mode := v1alpha1.DrainEvict
+		if op.Spec.Drain.Mode != "" {
+			mode = op.Spec.Drain.Mode
+		}
+		s = fmt.Sprintf("cordon, drain (%s) and ", mode)
+	case op.Spec.Cordon:
+		s = "cordon and "
+	}
+	return s + "run " + op.Spec.Operation
+}
+
+// cordoning quarantines the node for a quarantine operation, else cordons
+// it unless someone else did.
+func (t *transition) cordoning() {
+	op := t.in.Op
+	if op.Spec.Quarantine {
+		t.Effect = EffectQuarantine
+		t.cond(v1alpha1.OperationQuarantined, metav1.ConditionTrue, v1alpha1.ReasonLadderExhausted, "node cordoned and tainted "+v1alpha1.TaintQuarantined)
+		t.finish(v1alpha1.PhaseSucceeded, v1alpha1.ReasonQuarantined, fmt.Sprintf("node %s cordoned and tainted %s:NoSchedule; a human decides what happens next", op.Spec.NodeName, v1alpha1.TaintQuarantined))
+		return
+	}
+	n := t.in.Node
+	if n == nil {
+		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonNodeNotFound, "node "+op.Spec.NodeName+" does not exist")
+		return
+	}
+	switch by := n.Annotations[v1alpha1.AnnotationCordonedBy]; {
+	case n.Spec.Unschedulable && by == "":
+		t.cond(v1alpha1.OperationCordoned, metav1.ConditionTrue, v1alpha1.ReasonCordonedByHuman, "the node was already cordoned by someone else; kubemedic leaves it cordoned")
+	case n.Spec.Unschedulable && by == op.Name:
+		// Cordoned by this operation in a pass whose status write failed.
+		t.cond(v1alpha1.OperationCordoned, metav1.ConditionTrue, v1alpha1.ReasonCordonedByKubemedic, "kubemedic cordoned the node and uncordons it after verification")
+	default:
+		// Not cordoned, or cordoned by an earlier kubemedic operation (the
+		// step before an escalation), which passes it to this one.
+		t.Effect = EffectCordon
+		t.cond(v1alpha1.OperationCordoned, metav1.ConditionTrue, v1alpha1.ReasonCordonedByKubemedic, "kubemedic cordoned the node and uncordons it after verification")
+		t.emit(corev1.EventTypeNormal, v1alpha1.EventCordoned, "Cordon", "node cordoned")
+	}
+	if op.Spec.Drain != nil {
+		t.cond(v1alpha1.OperationDrained, metav1.ConditionFalse, v1alpha1.ReasonDraining, "draining")
+		t.setPhase(v1alpha1.PhaseDraining, "draining the node")
+		return
+	}
+	t.setPhase(v1alpha1.PhaseRunning, "starting the operation")
+}
+
+// draining decides the drain's next pass from the node's pods.
+func (t *transition) draining() {
+	op := t.in.Op
+	d, err := drain.Plan(t.in.Pods, *op.Spec.Drain, t.since(v1alpha1.OperationDrained), t.in.Now)
+	switch {
+	case err != nil:
+		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonDrainFailed, err.Error())
+	case d.Failed:
+		t.cond(v1alpha1.OperationDrained, metav1.ConditionFalse, v1alpha1.ReasonDrainTimeout, d.Message)
+		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonDrainFailed, d.Message)
+	case d.Done:
+		t.cond(v1alpha1.OperationDrained, metav1.ConditionTrue, v1alpha1.ReasonDrained, d.Message)
+		t.emit(corev1.EventTypeNormal, v1alpha1.ReasonDrained, "Drain", d.Message)
+		t.setPhase(v1alpha1.PhaseRunning, "starting the operation")
+	default:
+		t.Effect, t.Drain = EffectDrain, d
+		t.Status.Message = DrainProgress(d, nil)
+		t.requeue(DrainPoll)
+		t.requeueAt(d.Next)
+	}
+}
+
+// DrainProgress is the status message of a drain pass, with the pods a
+// disruption budget blocked in it.
+func DrainProgress(d drain.Decision, blocked []string) string {
+	msg := d.Message
+	if len(blocked) > 0 {
+		msg = fmt.Sprintf("%s; blocked: %s", msg, blocked[0])
+		if len(blocked) > 1 {
+			msg += fmt.Sprintf(" (and %d more)", len(blocked)-1)
+		}
+	}
+	return Truncate("draining: "+msg, maxMessage)
+}
+
+// running waits for the template's success criterion within the timeout,
+// creating the operation pod the first time.
+func (t *transition) running() {
+	op, tpl, pod, n := t.in.Op, t.in.Template, t.in.Pod, t.in.Node
+	if tpl == nil {
+		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonTemplateNotFound, fmt.Sprintf("NodeOperationTemplate %s does not exist", op.Spec.Operation))
+		return
+	}
+	criterion := tpl.Spec.SuccessCriterion
+	if criterion == "" {
+		criterion = policies.DefaultSuccessCriterion
+	}
+	if criterion == v1alpha1.SuccessNone {
+		t.cond(v1alpha1.OperationSucceeded, metav1.ConditionTrue, v1alpha1.ReasonNothingToRun, tpl.Name+" runs no pod")
+		t.setPhase(v1alpha1.PhaseVerifying, "verifying the node")
+		return
+	}
+	if apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.OperationSucceeded) == nil {
+		t.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonRunning, "the operation pod is running")
+	}
+	timeout := OperationTimeout(op, tpl)
+	deadline := t.since(v1alpha1.OperationSucceeded).Add(timeout)
+
+	if criterion == v1alpha1.SuccessNodeRebooted && n != nil && op.Status.BootID != "" &&
+		n.Status.NodeInfo.BootID != "" && n.Status.NodeInfo.BootID != op.Status.BootID && nodeReady(n) {
+		msg := fmt.Sprintf("the node rebooted: boot ID %s, was %s, and it is Ready", n.Status.NodeInfo.BootID, op.Status.BootID)
+		t.cond(v1alpha1.OperationSucceeded, metav1.ConditionTrue, v1alpha1.ReasonNodeRebooted, msg)
+		t.emit(corev1.EventTypeNormal, v1alpha1.EventOperationSucceeded, "Run", msg)
+		t.setPhase(v1alpha1.PhaseVerifying, "verifying the node")
+		return
+	}
+	if pod != nil {
+		switch pod.Status.Phase {
+		case corev1.PodSucceeded:
+			if criterion == v1alpha1.SuccessPodSucceeded {
+				msg := fmt.Sprintf("pod %s/%s succeeded", pod.Namespace, pod.Name)
+				t.cond(v1alpha1.OperationSucceeded, metav1.ConditionTrue, v1alpha1.ReasonPodSucceeded, msg)
+				t.emit(corev1.EventTypeNormal, v1alpha1.EventOperationSucceeded, "Run", msg)
+				t.setPhase(v1alpha1.PhaseVerifying, "verifying the node")
+				return
+			}
+		case corev1.PodFailed:
+			failedAt := PodFinishedAt(pod)
+			if criterion == v1alpha1.SuccessPodSucceeded || (!failedAt.IsZero() && !t.in.Now.Before(failedAt.Add(RebootPodGrace))) {
+				msg := fmt.Sprintf("pod %s/%s failed: %s", pod.Namespace, pod.Name, PodFailure(pod))
+				t.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonPodFailed, msg)
+				t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonOperationFailed, msg)
+				return
+			}
+			if !failedAt.IsZero() {
+				t.requeueAt(failedAt.Add(RebootPodGrace))
+			}
+		}
+	}
+	if !t.in.Now.Before(deadline) {
+		msg := fmt.Sprintf("no success after %s (%s)", timeout, criterion)
+		if pod != nil {
+			t.Effect = EffectDeletePod
+			msg += fmt.Sprintf("; pod %s/%s was %s and is deleted", pod.Namespace, pod.Name, pod.Status.Phase)
+		}
+		t.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonOperationTimeout, msg)
+		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonOperationTimeout, msg)
+		return
+	}
+	if pod == nil && op.Status.PodName == "" {
+		// The pod's name is the operation's, so a second creation fails
+		// AlreadyExists instead of running the operation twice.
+		t.Effect = EffectCreatePod
+		t.Status.PodName = op.Name
+		t.emit(corev1.EventTypeNormal, v1alpha1.EventPodCreated, "Run", fmt.Sprintf("created operation pod %s/%s (%s)", t.in.Namespace, op.Name, tpl.Spec.Image))
+	}
+	t.requeueAt(deadline)
+	if criterion == v1alpha1.SuccessNodeRebooted {
+		t.Status.Message = fmt.Sprintf("waiting for the node to reboot (boot ID %s) and be Ready, until %s", op.Status.BootID, deadline.UTC().Format(time.RFC3339))
+	} else {
+		t.Status.Message = fmt.Sprintf("waiting for pod %s/%s to succeed, until %s", t.in.Namespace, t.Status.PodName, deadline.UTC().Format(time.RFC3339))
+	}
+}
+
+// OperationTimeout bounds the Running phase: the operation's own timeout,
+// else the template's, else the template default.
+func OperationTimeout(op *v1alpha1.NodeOperation, tpl *v1alpha1.NodeOperationTemplate) time.Duration {
+	switch {
+	case op.Spec.Timeout != nil:
+		return op.Spec.Timeout.Duration
+	case tpl != nil && tpl.Spec.Timeout != nil:
+		return tpl.Spec.Timeout.Duration
+	}
+	return policies.DefaultTemplateTimeout
+}
+
+// verifying waits for the node to pass verification within the recovery
+// timeout, then uncordons it.
+func (t *transition) verifying() {
+	op, n := t.in.Op, t.in.Node
+	if n == nil {
+		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonNodeNotFound, "node "+op.Spec.NodeName+" does not exist")
+		return
+	}
+	v := Verify(op, n, t.in.Now)
+	if v.OK {
+		t.Effect = EffectUncordon
+		t.cond(v1alpha1.OperationVerified, metav1.ConditionTrue, v1alpha1.ReasonVerified, v.Message)
+		if op.Spec.Trigger != nil {
+			t.Remediated = t.in.Now.Sub(op.Spec.Trigger.LastTransitionTime.Time)
+		}
+		t.finish(v1alpha1.PhaseSucceeded, v1alpha1.ReasonVerified, v.Message)
+		return
+	}
+	recovery := policies.DefaultRecoveryTimeout
+	if op.Spec.RecoveryTimeout != nil {
+		recovery = op.Spec.RecoveryTimeout.Duration
+	}
+	deadline := t.since(v1alpha1.OperationSucceeded).Add(recovery)
+	if !t.in.Now.Before(deadline) {
+		msg := fmt.Sprintf("not verified %s after the operation: %s", recovery, v.Message)
+		t.cond(v1alpha1.OperationVerified, metav1.ConditionFalse, v1alpha1.ReasonRecoveryTimeout, msg)
+		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonRecoveryTimeout, msg)
+		return
+	}
+	t.cond(v1alpha1.OperationVerified, metav1.ConditionFalse, v1alpha1.ReasonWaiting, v.Message)
+	t.Status.Message = Truncate("verifying: "+v.Message, maxMessage)
+	t.requeueAt(deadline)
+	t.requeueAt(v.Next)
+	t.requeue(VerifyResync)
+}
+
+// finished deletes an operation once its retention has passed.
+func (t *transition) finished() {
+	if t.Status.CompletionTime == nil {
+		c := metav1.NewTime(t.in.Now)
+		t.Status.CompletionTime = &c
+		t.requeue(t.in.Retention)
+		return
+	}
+	until := t.Status.CompletionTime.Add(t.in.Retention)
+	if t.in.Now.Before(until) {
+		t.requeueAt(until)
+		return
+	}
+	t.Effect = EffectDeleteOperation
+}
+
+// Retention is how long finished operations are kept: base, stretched to
+// the longest attempt-cap window and node cooldown of any policy, which
+// are counted from finished operations and would be forgotten otherwise.
+func Retention(base time.Duration, pols []*Policy) time.Duration {
+	keep := base
+	for _, p := range pols {
+		sf := p.Obj.Spec.Safety
+		if sf.AttemptCap != nil && sf.AttemptCap.Window != nil {
+			keep = max(keep, sf.AttemptCap.Window.Duration)
+		}
+		if sf.NodeCooldown != nil {
+			keep = max(keep, sf.NodeCooldown.Duration)
+		}
+	}
+	return keep
+}
+
+// Parameters extracts the template's parameters from the trigger message:
+// each parameter's messageRegex's first group. A required parameter that
+// does not match is an error naming the template, the parameter and the
+// message.
+func Parameters(tpl *v1alpha1.NodeOperationTemplate, op *v1alpha1.NodeOperation) ([]v1alpha1.TemplateEnvVar, error) {
+	var out []v1alpha1.TemplateEnvVar
+	for _, prm := range tpl.Spec.Parameters {
+		re, err := regexp.Compile(prm.MessageRegex)
+		if err != nil {
+			return nil, fmt.Errorf("template %s: parameters[%s].messageRegex: %w", tpl.Name, prm.Name, err)
+		}
+		var m []string
+		if op.Spec.Trigger != nil {
+			m = re.FindStringSubmatch(op.Spec.Trigger.Message)
+		}
+		if len(m) < 2 || m[1] == "" {
+			if prm.Required {
+				src := "the operation has no trigger condition"
+				if op.Spec.Trigger != nil {
+					src = fmt.Sprintf("trigger message %q", op.Spec.Trigger.Message)
+				}
+				return nil, fmt.Errorf("template %s: required parameter %s: %s does not match %s", tpl.Name, prm.Name, src, prm.MessageRegex)
+			}
+			continue
+		}
+		out = append(out, v1alpha1.TemplateEnvVar{Name: prm.Name, Value: m[1]})
+	}
+	return out, nil
+}
+
+// PodFailure says why a pod failed, from its container states.
+func PodFailure(pod *corev1.Pod) string {
+	var parts []string
+	for _, cs := range pod.Status.ContainerStatuses {
+		if term := cs.State.Terminated; term != nil {
+			s := fmt.Sprintf("container %s exited %d", cs.Name, term.ExitCode)
+			if term.Reason != "" {
+				s += " (" + term.Reason + ")"
+			}
+			if m := strings.TrimSpace(term.Message); m != "" {
+				s += ": " + Truncate(m, 300)
+			}
+			parts = append(parts, s)
+		}
+	}
+	if len(parts) == 0 {
+		if pod.Status.Message != "" {
+			return pod.Status.Reason + " " + pod.Status.Message
+		}
+		return "no container status"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// PodFinishedAt is when the pod's containers finished; zero if unknown.
+func PodFinishedAt(pod *corev1.Pod) time.Time {
+	var at time.Time
+	for _, cs := range pod.Status.ContainerStatuses {
+		if term := cs.State.Terminated; term != nil && term.FinishedAt.After(at) {
+			at = term.FinishedAt.Time
+		}
+	}
+	return at
+}
+
+// Truncate bounds s to n bytes, marking the cut with "...".
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
