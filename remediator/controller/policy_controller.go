@@ -88,27 +88,14 @@ type creation struct {
 }
 
 // reconcile sets the status on pol (patched by the caller) and returns the
-// operations to create once that status is written.
+// operations to create once that status is written. The decisions are
+// plan.Pass's, the same that `kubemedic policy simulate` shows.
 func (r *PolicyReconciler) reconcile(ctx context.Context, pol *v1alpha1.RemediationPolicy) (ctrl.Result, []creation, error) {
 	logger := log.FromContext(ctx)
 	now := r.Clock.Now()
-	pol.Status.ObservedGeneration = pol.Generation
-	setPaused(pol, now)
-
-	compiled, err := plan.Compile(pol)
-	if err != nil {
-		setCond(&pol.Status.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, "Invalid", err.Error(), pol.Generation, now)
-		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, EventPolicyInvalid, "Evaluate", "%s", err.Error())
-		return ctrl.Result{}, nil, reconcile.TerminalError(err)
-	}
 	all, err := compiledPolicies(ctx, r.Client)
 	if err != nil {
 		return ctrl.Result{}, nil, err
-	}
-	for i, p := range all {
-		if p.Name() == pol.Name {
-			all[i] = compiled
-		}
 	}
 	nodes, ops, err := listNodesAndOps(ctx, r.Client)
 	if err != nil {
@@ -118,37 +105,21 @@ func (r *PolicyReconciler) reconcile(ctx context.Context, pol *v1alpha1.Remediat
 	if err != nil {
 		return ctrl.Result{}, nil, err
 	}
-	pl := plan.Evaluate(plan.PolicyInput{Policy: compiled, Policies: all, Nodes: nodes, Ops: ops, Templates: templates, Now: now})
-
-	st := &pol.Status
-	st.MatchedNodes, st.UnhealthyNodes = int32(pl.Selected), int32(pl.Unhealthy)
-	st.ActiveOperations, st.QuarantinedNodes = int32(pl.Active), int32(pl.Quarantined)
-	if len(pl.MissingTemplates) > 0 {
-		setCond(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound,
-			fmt.Sprintf("NodeOperationTemplates %v do not exist; the policy starts nothing", pl.MissingTemplates), pol.Generation, now)
-	} else {
-		setCond(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionTrue, "Evaluated",
-			fmt.Sprintf("%d nodes selected, %d unhealthy, %d operations active", pl.Selected, pl.Unhealthy, pl.Active), pol.Generation, now)
+	pass := plan.Pass(plan.PassInput{Evaluate: []*v1alpha1.RemediationPolicy{pol}, Policies: all,
+		Nodes: nodes, Ops: ops, Templates: templates, Now: now}).Policies[0]
+	pol.Status = pass.Status
+	if pass.Invalid != nil {
+		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, EventPolicyInvalid, "Evaluate", "%s", pass.Invalid.Error())
+		return ctrl.Result{}, nil, reconcile.TerminalError(pass.Invalid)
 	}
 
+	pl := pass.Plan
 	b := pl.Breaker
-	wasOpen, _ := plan.BreakerOpen(pol)
-	status := metav1.ConditionFalse
-	if b.Open {
-		status = metav1.ConditionTrue
-	}
-	setCond(&st.Conditions, v1alpha1.PolicyBreakerOpen, status, b.Reason, b.Message, pol.Generation, now)
-	st.LastBreakerReset = b.ResetValue
-	st.BreakerBelowLimitSince = nil
-	if b.BelowLimitSince != nil {
-		t := metav1.NewTime(*b.BelowLimitSince)
-		st.BreakerBelowLimitSince = &t
-	}
 	switch {
 	case b.Opened:
 		logger.Info("Opening circuit breaker", "unhealthy", pl.Unhealthy, "limit", pl.Limit)
 		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, v1alpha1.ReasonBreakerOpen, "OpenBreaker", "%s", b.Message)
-	case wasOpen && !b.Open:
+	case pass.BreakerClosed:
 		logger.Info("Closing circuit breaker", "reason", b.Reason)
 		r.Recorder.Eventf(pol, nil, corev1.EventTypeNormal, EventBreakerClosed, "CloseBreaker", "%s: %s", b.Reason, b.Message)
 	}
@@ -243,14 +214,6 @@ func templateNames(ctx context.Context, c client.Reader) (map[string]bool, error
 		out[t.Name] = true
 	}
 	return out, nil
-}
-
-func setPaused(pol *v1alpha1.RemediationPolicy, now time.Time) {
-	if pol.Spec.Paused {
-		setCond(&pol.Status.Conditions, v1alpha1.PolicyPaused, metav1.ConditionTrue, "Paused", "spec.paused is set: no new operations start; running ones finish", pol.Generation, now)
-	} else {
-		setCond(&pol.Status.Conditions, v1alpha1.PolicyPaused, metav1.ConditionFalse, "Active", "the policy starts operations", pol.Generation, now)
-	}
 }
 
 // setCond sets a condition, keeping lastTransitionTime when the status stays.

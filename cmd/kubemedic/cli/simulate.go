@@ -301,36 +301,22 @@ type nodeRow struct {
 	Verdict plan.Verdict
 }
 
-// creation is an operation a policy of the files would create.
-type creation struct {
-	result int
-	op     *v1alpha1.NodeOperation
-}
-
 // simulate decides, as the remediator would at now, what each policy of the
-// files does: plan.Evaluate per policy, then plan.Admit for each operation
-// it would create, in node-name order, each seeing the ones before it as
-// created (and those admitted as reserved, as the admission ledger does).
-// It is pure: st is not changed.
+// files does: plan.Pass, the policy reconciler's own pass, with the file's
+// policies in place of the cluster's of the same name. It is pure: st is
+// not changed.
 func simulate(pols []filePolicy, st clusterState, now time.Time) ([]policyResult, error) {
-	// Every valid policy, with the files' replacing the cluster's of the same
-	// name, as the policy reconciler compiles them.
 	inCluster := map[string]*v1alpha1.RemediationPolicy{}
 	var all []*plan.Policy
-	fromFile := map[string]bool{}
-	for _, fp := range pols {
-		fromFile[fp.Obj.Name] = true
-	}
 	for _, p := range st.Policies {
 		inCluster[p.Name] = p
-		if fromFile[p.Name] {
-			continue
-		}
+		// Invalid ones are left out, as the remediator leaves them out.
 		if c, err := plan.Compile(p); err == nil {
 			all = append(all, c)
 		}
 	}
 	results := make([]policyResult, len(pols))
+	evaluate := make([]*v1alpha1.RemediationPolicy, len(pols))
 	for i, fp := range pols {
 		obj := fp.Obj.DeepCopy()
 		if old, ok := inCluster[obj.Name]; ok {
@@ -339,94 +325,32 @@ func simulate(pols []filePolicy, st clusterState, now time.Time) ([]policyResult
 			obj.Status = *old.Status.DeepCopy()
 			results[i].Replaces = true
 		}
-		c, err := plan.Compile(obj)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", fp.Source, err)
-		}
-		results[i].Policy, results[i].Source = c, fp.Source
-		all = append(all, c)
+		evaluate[i], results[i].Source = obj, fp.Source
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].Name() < all[j].Name() })
+	pass := plan.Pass(plan.PassInput{Evaluate: evaluate, Policies: all, Nodes: st.Nodes, Ops: st.Ops,
+		Templates: st.Templates, Now: now, Admit: true})
 
-	var creates []creation
-	for i := range results {
-		r := &results[i]
-		r.Plan = plan.Evaluate(plan.PolicyInput{Policy: r.Policy, Policies: all, Nodes: st.Nodes, Ops: st.Ops, Templates: st.Templates, Now: now})
-		for _, op := range r.Plan.Create {
-			creates = append(creates, creation{i, op})
-		}
-	}
-
-	// The policy reconciler writes the breaker to the status before it
-	// creates anything, and admission reads it from there.
-	admitting := make([]*plan.Policy, len(all))
-	for i, p := range all {
-		admitting[i] = p
-		for _, r := range results {
-			if r.Policy == p {
-				admitting[i] = withBreaker(p, r.Plan.Breaker, now)
-			}
-		}
-	}
-
-	sort.SliceStable(creates, func(i, j int) bool {
-		a, b := creates[i].op, creates[j].op
-		if a.Spec.NodeName != b.Spec.NodeName {
-			return a.Spec.NodeName < b.Spec.NodeName
-		}
-		return a.Name < b.Name
-	})
 	nodeByName := make(map[string]*corev1.Node, len(st.Nodes))
 	for _, n := range st.Nodes {
 		nodeByName[n.Name] = n
 	}
-	ops := append([]*v1alpha1.NodeOperation{}, st.Ops...)
-	reserved := map[string]bool{}
-	rows := make([][]nodeRow, len(results))
-	for _, c := range creates {
-		op := c.op.DeepCopy()
-		op.Status.Phase = v1alpha1.PhaseWaitingForBudget
-		ops = append(ops, op)
-		a := plan.Admit(plan.AdmitInput{Op: op, Node: nodeByName[op.Spec.NodeName], Policies: admitting,
-			Nodes: st.Nodes, Ops: ops, Reserved: reserved, Now: now})
-		switch {
-		case op.Spec.DryRun || a.Verdict == plan.Skip:
-			// A dry-run operation records its verdict and ends Skipped.
-			op.Status.Phase = v1alpha1.PhaseSkipped
-		case a.Verdict == plan.Start:
-			reserved[op.Name] = true
+	for i, pp := range pass.Policies {
+		if pp.Invalid != nil {
+			return nil, fmt.Errorf("%s: %w", results[i].Source, pp.Invalid)
 		}
-		rows[c.result] = append(rows[c.result], createRow(results[c.result].Policy, nodeByName[op.Spec.NodeName], op, a, now))
-	}
-
-	for i := range results {
 		r := &results[i]
-		for _, h := range r.Plan.Holds {
+		r.Policy, r.Plan = pp.Policy, pp.Plan
+		for _, c := range pp.Creates {
+			r.Rows = append(r.Rows, createRow(r.Policy, nodeByName[c.Op.Spec.NodeName], c.Op, c.Admission, now))
+		}
+		for _, h := range pp.Plan.Holds {
 			row := matchRow(r.Policy, nodeByName[h.Node], now)
 			row.Decision, row.Detail = h.Reason, h.Message
-			rows[i] = append(rows[i], row)
+			r.Rows = append(r.Rows, row)
 		}
-		r.Rows = rows[i]
 		sort.SliceStable(r.Rows, func(a, b int) bool { return r.Rows[a].Node < r.Rows[b].Node })
 	}
 	return results, nil
-}
-
-// withBreaker is p with the BreakerOpen condition the policy reconciler
-// would write for b.
-func withBreaker(p *plan.Policy, b plan.Breaker, now time.Time) *plan.Policy {
-	obj := p.Obj.DeepCopy()
-	status := metav1.ConditionFalse
-	if b.Open {
-		status = metav1.ConditionTrue
-	}
-	apimeta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{Type: v1alpha1.PolicyBreakerOpen, Status: status,
-		Reason: b.Reason, Message: b.Message, ObservedGeneration: obj.Generation, LastTransitionTime: metav1.NewTime(now)})
-	c, err := plan.Compile(obj)
-	if err != nil {
-		return p
-	}
-	return c
 }
 
 // matchRow fills the node and condition columns of a row.
