@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
@@ -32,12 +33,12 @@ import (
 // unstructured objects with strict field validation, so unknown fields are
 // rejected by the API server and not dropped by a typed client.
 type apiClient struct {
-	env    *harness.Env
+	env    *localcluster.Cluster
 	dyn    dynamic.Interface
 	mapper meta.RESTMapper
 }
 
-func newAPIClient(t *testing.T, env *harness.Env) *apiClient {
+func newAPIClient(t *testing.T, env *localcluster.Cluster) *apiClient {
 	dyn, err := dynamic.NewForConfig(env.Config)
 	require.NoError(t, err)
 	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
@@ -87,7 +88,7 @@ func (a *apiClient) create(ctx context.Context, u *unstructured.Unstructured) (*
 }
 
 func TestAPIServer(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
+	env := harness.Start(t, localcluster.Options{})
 	api := newAPIClient(t, env)
 	ctx := t.Context()
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubemedic/kubemedic/detectors/kube"
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
 
@@ -73,20 +74,20 @@ func TestNodePodsErrorsWhenNothingAnswers(t *testing.T) {
 // the pods of one node through the field-selector fallback when the kubelet
 // does not answer.
 func TestAgainstAPIServer(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
+	env := harness.Start(t, localcluster.Options{})
 	ctx := context.Background()
-	nodes, err := env.CreateGPUNodes(ctx, 2, harness.NodeSpec{GPUs: 8})
+	nodes, err := env.CreateGPUNodes(ctx, 2, localcluster.NodeSpec{GPUs: 8})
 	require.NoError(t, err)
 	mine, other := nodes[0].Name, nodes[1].Name
 	for i, n := range []string{mine, mine, other} {
-		_, err := env.CreatePod(ctx, harness.PodSpec{Namespace: "ml", Name: "p" + string(rune('a'+i)), NodeName: n, GPUs: 1})
+		_, err := env.CreatePod(ctx, localcluster.PodSpec{Namespace: "ml", Name: "p" + string(rune('a'+i)), NodeName: n, GPUs: 1})
 		require.NoError(t, err)
 	}
 
 	c := kube.New(kube.Options{Kubeconfig: env.Kubeconfig, KubeletURL: "https://127.0.0.1:1", TokenFile: "/nonexistent", Timeout: 5 * time.Second})
 	labels, err := c.NodeLabels(ctx, mine)
 	require.NoError(t, err)
-	require.Equal(t, "8", labels[harness.LabelGPUCount])
+	require.Equal(t, "8", labels[localcluster.LabelGPUCount])
 
 	pods, source, err := c.NodePods(ctx, mine)
 	require.NoError(t, err)

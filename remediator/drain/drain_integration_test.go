@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/drain"
 	"github.com/kubemedic/kubemedic/test/harness"
@@ -35,7 +36,7 @@ const (
 // themselves, as the disruption controller would.
 type cluster struct {
 	t   *testing.T
-	env *harness.Env
+	env *localcluster.Cluster
 	ctx context.Context
 }
 
@@ -44,9 +45,9 @@ type cluster struct {
 // stay, and PodDisruptionBudgets block evictions until their status allows
 // them, except for DeleteAfterTimeout pods after the timeout.
 func TestDrainOnRealAPIServer(t *testing.T) {
-	env := harness.Start(t, harness.Options{Kwok: true})
+	env := harness.Start(t, localcluster.Options{Kwok: true})
 	c := &cluster{t: t, env: env, ctx: log.IntoContext(t.Context(), testr.New(t))}
-	nodes, err := env.CreateGPUNodes(c.ctx, 3, harness.NodeSpec{NamePrefix: "drain"})
+	nodes, err := env.CreateGPUNodes(c.ctx, 3, localcluster.NodeSpec{NamePrefix: "drain"})
 	require.NoError(t, err)
 	ev, err := drain.NewEvictor(env.Config, env.Scheme)
 	require.NoError(t, err)
@@ -55,25 +56,25 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		c := c.sub(t)
 		node, elsewhere := nodes[0].Name, nodes[1].Name
 
-		web1 := c.pod(harness.PodSpec{Namespace: "default", Owner: harness.OwnerDeployment, OwnerName: "web", NodeName: node})
-		web2 := c.pod(harness.PodSpec{Namespace: "default", Owner: harness.OwnerDeployment, OwnerName: "web", NodeName: node})
-		trainer := c.pod(harness.PodSpec{Namespace: "train", Owner: harness.OwnerDeployment, OwnerName: "trainer", NodeName: node, GPUs: 8})
-		c.pod(harness.PodSpec{Namespace: "train", Owner: harness.OwnerDeployment, OwnerName: "trainer", NodeName: elsewhere, GPUs: 8})
+		web1 := c.pod(localcluster.PodSpec{Namespace: "default", Owner: localcluster.OwnerDeployment, OwnerName: "web", NodeName: node})
+		web2 := c.pod(localcluster.PodSpec{Namespace: "default", Owner: localcluster.OwnerDeployment, OwnerName: "web", NodeName: node})
+		trainer := c.pod(localcluster.PodSpec{Namespace: "train", Owner: localcluster.OwnerDeployment, OwnerName: "trainer", NodeName: node, GPUs: 8})
+		c.pod(localcluster.PodSpec{Namespace: "train", Owner: localcluster.OwnerDeployment, OwnerName: "trainer", NodeName: elsewhere, GPUs: 8})
 		dcgm := c.daemonSetPod("gpu-operator", "nvidia-dcgm-exporter", node)
-		proxy := c.pod(harness.PodSpec{
+		proxy := c.pod(localcluster.PodSpec{
 			Namespace: "kube-system", Name: "kube-proxy-" + node, NodeName: node,
 			Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "5b6c0d1e7f2a8c3d4e5f60718293a4b5"},
 		})
-		opPod := c.pod(harness.PodSpec{
+		opPod := c.pod(localcluster.PodSpec{
 			Namespace: "kubemedic-system", Name: "reset-gpu-" + node, NodeName: node,
 			Labels: map[string]string{drain.LabelOperation: "reset-gpu-" + node},
 		})
-		debug := c.pod(harness.PodSpec{Namespace: "monitoring", Name: "node-debugger", NodeName: node})
-		job := c.pod(harness.PodSpec{Namespace: "batch", Owner: harness.OwnerJob, OwnerName: "preprocess", NodeName: node})
+		debug := c.pod(localcluster.PodSpec{Namespace: "monitoring", Name: "node-debugger", NodeName: node})
+		job := c.pod(localcluster.PodSpec{Namespace: "batch", Owner: localcluster.OwnerJob, OwnerName: "preprocess", NodeName: node})
 
 		c.waitReady(web1, web2, trainer, dcgm, proxy, opPod, debug)
 		c.waitPhase(job, corev1.PodSucceeded)
-		pdb := c.budget("train", "trainer", harness.LabelAppName, "trainer")
+		pdb := c.budget("train", "trainer", localcluster.LabelAppName, "trainer")
 		// The replica elsewhere is not Ready yet: no disruption allowed.
 		c.setBudgetStatus(pdb, 2, 1, 0)
 
@@ -118,7 +119,7 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 
 		t.Run("a pod under two budgets is blocked with the server's reason", func(t *testing.T) {
 			c := c.sub(t)
-			extra := c.budget("train", "trainer-extra", harness.LabelAppName, "trainer")
+			extra := c.budget("train", "trainer-extra", localcluster.LabelAppName, "trainer")
 			c.setBudgetStatus(extra, 2, 2, 1)
 			out, err := ev.Evict(c.ctx, key(trainer))
 			require.NoError(t, err)
@@ -171,10 +172,10 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 	t.Run("delete after timeout bypasses the budget", func(t *testing.T) {
 		c := c.sub(t)
 		node := nodes[2].Name
-		notebook := c.pod(harness.PodSpec{Namespace: "scratch", Owner: harness.OwnerDeployment, OwnerName: "notebook", NodeName: node, GPUs: 1})
-		cache := c.pod(harness.PodSpec{Namespace: "scratch", Name: "cache-warmer", NodeName: node})
+		notebook := c.pod(localcluster.PodSpec{Namespace: "scratch", Owner: localcluster.OwnerDeployment, OwnerName: "notebook", NodeName: node, GPUs: 1})
+		cache := c.pod(localcluster.PodSpec{Namespace: "scratch", Name: "cache-warmer", NodeName: node})
 		c.waitReady(notebook, cache)
-		pdb := c.budget("scratch", "notebook", harness.LabelAppName, "notebook")
+		pdb := c.budget("scratch", "notebook", localcluster.LabelAppName, "notebook")
 		c.setBudgetStatus(pdb, 1, 1, 0)
 
 		spec := v1alpha1.DrainSpec{Timeout: &metav1.Duration{Duration: time.Minute}, Mode: v1alpha1.DrainDeleteAfterTimeout}
@@ -219,8 +220,8 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 	t.Run("the eviction API ignores budgets for pods that have not started", func(t *testing.T) {
 		c := c.sub(t)
 		// Bound to a node no kubelet (and no kwok) serves: it stays Pending.
-		p := c.pod(harness.PodSpec{Namespace: "pending", Owner: harness.OwnerDeployment, OwnerName: "stuck", NodeName: "no-such-node"})
-		pdb := c.budget("pending", "stuck", harness.LabelAppName, "stuck")
+		p := c.pod(localcluster.PodSpec{Namespace: "pending", Owner: localcluster.OwnerDeployment, OwnerName: "stuck", NodeName: "no-such-node"})
+		pdb := c.budget("pending", "stuck", localcluster.LabelAppName, "stuck")
 		c.setBudgetStatus(pdb, 1, 0, 0)
 		require.Equal(t, corev1.PodPending, c.get(p).Status.Phase)
 
@@ -238,7 +239,7 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 	t.Run("a pod replaced under the same name is left alone", func(t *testing.T) {
 		c := c.sub(t)
 		node := nodes[2].Name
-		old := c.pod(harness.PodSpec{Namespace: "sts", Name: "web-0", NodeName: node})
+		old := c.pod(localcluster.PodSpec{Namespace: "sts", Name: "web-0", NodeName: node})
 		c.waitReady(old)
 		d := c.plan(node, v1alpha1.DrainSpec{Mode: v1alpha1.DrainDeleteAfterTimeout}, time.Now(), time.Now())
 		require.Equal(t, []types.NamespacedName{key(old)}, d.Evict)
@@ -247,7 +248,7 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		// recreated web-0 elsewhere.
 		require.NoError(t, c.env.Client.Delete(c.ctx, old, client.GracePeriodSeconds(0)))
 		c.waitGone(old)
-		replacement := c.pod(harness.PodSpec{Namespace: "sts", Name: "web-0", NodeName: nodes[1].Name})
+		replacement := c.pod(localcluster.PodSpec{Namespace: "sts", Name: "web-0", NodeName: nodes[1].Name})
 		c.waitReady(replacement)
 		require.NotEqual(t, old.UID, replacement.UID)
 
@@ -271,7 +272,7 @@ func key(p *corev1.Pod) types.NamespacedName {
 	return types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 }
 
-func (c *cluster) pod(spec harness.PodSpec) *corev1.Pod {
+func (c *cluster) pod(spec localcluster.PodSpec) *corev1.Pod {
 	c.t.Helper()
 	p, err := c.env.CreatePod(c.ctx, spec)
 	require.NoError(c.t, err)

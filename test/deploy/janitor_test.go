@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
 
@@ -363,7 +364,7 @@ func TestJanitorAlertsReadExportedMetrics(t *testing.T) {
 // real), and checks with `kubectl auth can-i --as` that the bindings give
 // the janitor's ServiceAccount what it needs and no more.
 func TestJanitorManifestsApply(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
+	env := harness.Start(t, localcluster.Options{})
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))
 	kubectl := filepath.Join(env.BinDir, "kubectl")

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
@@ -245,7 +246,7 @@ func metricSources(t *testing.T) map[string]bool {
 // binaries' (hack/testbin.sh), else one on PATH.
 func kubectlForRender(t *testing.T) string {
 	t.Helper()
-	if dir, err := harness.BinDir(); err == nil {
+	if dir, err := localcluster.BinDir(); err == nil {
 		p := filepath.Join(dir, "kubectl")
 		if _, err := os.Stat(p); err == nil {
 			return p

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
@@ -337,7 +338,7 @@ func TestRemediatorPodSpec(t *testing.T) {
 // validation: the CRDs' schemas and CEL rules on the NodeOperationTemplates,
 // the Deployment, Service, PodDisruptionBudget and RBAC.
 func TestManifestsApply(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
+	env := harness.Start(t, localcluster.Options{})
 	ctx := context.Background()
 	// A dry run creates nothing, so the namespaced objects need the
 	// namespace to exist already.
@@ -476,7 +477,7 @@ func checkRendered(t *testing.T, rendered []byte, wantNamespaces int) {
 // be applied in the same run as its CRD), then everything, for real. The
 // templates end up cluster-scoped and as written.
 func TestInstallFresh(t *testing.T) {
-	env := harness.Start(t, harness.Options{CRDDir: "-"})
+	env := harness.Start(t, localcluster.Options{CRDDir: "-"})
 	kubectl := filepath.Join(env.BinDir, "kubectl")
 	root := repoRoot(t)
 	run := func(args ...string) {

@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 )
 
-// AlertmanagerBinary is the name of Alertmanager in the test binaries'
-// directory (BinDir); hack/testbin.sh builds it from its Go module, without
+// AlertmanagerBinary is the name of Alertmanager in the testbin directory
+// (localcluster.BinDir); hack/testbin.sh builds it from its Go module, without
 // its web UI.
 const AlertmanagerBinary = "alertmanager"
 
@@ -21,17 +23,7 @@ const AlertmanagerBinary = "alertmanager"
 // temporary data directory.
 type Alertmanager struct {
 	URL  string
-	proc *process
-}
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort(tb testing.TB) int {
-	tb.Helper()
-	p, err := freePort()
-	if err != nil {
-		tb.Fatalf("free port: %v", err)
-	}
-	return p
+	proc *localcluster.Process
 }
 
 // StartAlertmanager runs the test binaries' Alertmanager with the given
@@ -46,28 +38,33 @@ func StartAlertmanager(tb testing.TB, configYAML string) *Alertmanager {
 		tb.Fatal(err)
 	}
 	port := FreePort(tb)
-	p, err := startProcess(bin, filepath.Join(dir, "alertmanager.log"), nil,
-		"--config.file="+cfg,
-		"--storage.path="+filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
-		fmt.Sprintf("--web.external-url=http://127.0.0.1:%d", port),
-		"--cluster.listen-address=", // no gossip: one instance, no port 9094
-		"--log.level=debug",
-	)
+	p, err := localcluster.StartProcess(context.Background(), localcluster.ProcessSpec{
+		Name:    "alertmanager",
+		Path:    bin,
+		LogPath: filepath.Join(dir, "alertmanager.log"),
+		Args: []string{
+			"--config.file=" + cfg,
+			"--storage.path=" + filepath.Join(dir, "data"),
+			fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
+			fmt.Sprintf("--web.external-url=http://127.0.0.1:%d", port),
+			"--cluster.listen-address=", // no gossip: one instance, no port 9094
+			"--log.level=debug",
+		},
+	})
 	if err != nil {
-		tb.Fatalf("start alertmanager: %v", err)
+		tb.Fatalf("harness: %v", err)
 	}
 	am := &Alertmanager{URL: fmt.Sprintf("http://127.0.0.1:%d", port), proc: p}
 	tb.Cleanup(func() {
-		if err := p.stop(); err != nil {
-			tb.Errorf("stop alertmanager: %v", err)
+		if err := p.Stop(); err != nil {
+			tb.Errorf("harness: %v", err)
 		}
 		if tb.Failed() {
-			tb.Logf("alertmanager log:%s", p.logTail())
+			tb.Logf("alertmanager log:%s", p.LogTail(20))
 		}
 	})
-	if err := p.waitHTTPOK(context.Background(), am.URL+"/-/ready", 30*time.Second); err != nil {
-		tb.Fatalf("alertmanager: %v", err)
+	if err := p.WaitHTTPOK(context.Background(), am.URL+"/-/ready", 30*time.Second); err != nil {
+		tb.Fatalf("harness: %v", err)
 	}
 	return am
 }
@@ -106,4 +103,4 @@ func (a *Alertmanager) Post(ctx context.Context, alerts ...PostableAlert) error 
 }
 
 // LogTail returns the last lines of Alertmanager's log.
-func (a *Alertmanager) LogTail() string { return a.proc.logTail() }
+func (a *Alertmanager) LogTail() string { return a.proc.LogTail(20) }

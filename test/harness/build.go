@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 )
 
 var (
@@ -25,7 +27,7 @@ func GoBuild(tb testing.TB, pkg string) string {
 	if p, ok := built[pkg]; ok {
 		return p
 	}
-	root, err := repoRoot()
+	root, err := localcluster.RepoRoot()
 	if err != nil {
 		tb.Fatalf("build %s: %v", pkg, err)
 	}

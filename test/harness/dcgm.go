@@ -82,14 +82,25 @@ type dcgmEntry struct {
 // closes it when the test ends.
 func StartDCGMExporter(tb testing.TB) *DCGMExporter {
 	tb.Helper()
+	d := NewDCGMExporter()
+	tb.Cleanup(d.Close)
+	return d
+}
+
+// NewDCGMExporter is StartDCGMExporter for programs that have no
+// testing.TB (the scale runs under test/scale): the caller closes it with
+// Close.
+func NewDCGMExporter() *DCGMExporter {
 	d := &DCGMExporter{series: make(map[DCGMSeries]*dcgmEntry)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", d.serveMetrics)
 	d.srv = httptest.NewServer(mux)
 	d.URL = d.srv.Listener.Addr().String()
-	tb.Cleanup(d.srv.Close)
 	return d
 }
+
+// Close stops serving /metrics.
+func (d *DCGMExporter) Close() { d.srv.Close() }
 
 // Set creates the series or changes its value: GPU_UTIL in percent for a
 // whole GPU, GR_ENGINE_ACTIVE as a ratio (0–1) for a MIG instance. NaN and

@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 )
 
-// PrometheusBinary is the name of Prometheus in the test binaries' directory
-// (BinDir); hack/testbin.sh builds it from its Go module with static, file
-// and http service discovery only and without its web UI. promtool is next
-// to it.
+// PrometheusBinary is the name of Prometheus in the testbin directory
+// (localcluster.BinDir); hack/testbin.sh builds it from its Go module with
+// static, file and http service discovery only and without its web UI.
+// promtool is next to it.
 const PrometheusBinary = "prometheus"
 
 // prometheusReadyTimeout bounds Prometheus' start (opening its empty TSDB
@@ -28,26 +30,56 @@ type Prometheus struct {
 	// Dir is the temporary directory holding prometheus.yml, the TSDB
 	// (data/) and the log; rule files a config names may be written there.
 	Dir  string
-	proc *process
+	proc *localcluster.Process
 }
 
-// StartPrometheus runs the test binaries' Prometheus with configYAML as its
+// StartPrometheus runs the testbin Prometheus with configYAML as its
 // prometheus.yml, waits until it answers /-/ready, and stops it when the test
 // ends, logging the end of its log if the test failed. extraArgs are added
 // after the harness' own flags (--config.file, --storage.tsdb.path,
 // --web.listen-address, --web.external-url), e.g.
 // "--web.enable-remote-write-receiver" or "--web.enable-lifecycle". It fails
-// the test, saying to run `make testbin`, when the binary is missing (see
-// Tool).
+// the test, saying to run `make testbin`, when the binary is missing, and
+// skips it in -short mode (see Tool).
 func StartPrometheus(tb testing.TB, configYAML string, extraArgs ...string) *Prometheus {
 	tb.Helper()
-	bin := Tool(tb, PrometheusBinary)
-	dir := tb.TempDir()
+	Tool(tb, PrometheusBinary)
+	prom, err := NewPrometheus(context.Background(), tb.TempDir(), configYAML, extraArgs...)
+	if err != nil {
+		tb.Fatalf("harness: %v", err)
+	}
+	// Registered after TempDir's cleanup, so it runs first: Prometheus stops
+	// before its data directory is removed.
+	tb.Cleanup(func() {
+		if err := prom.Stop(); err != nil {
+			tb.Errorf("harness: %v", err)
+		}
+		if tb.Failed() {
+			tb.Logf("prometheus log:%s", prom.LogTail())
+		}
+	})
+	return prom
+}
+
+// NewPrometheus is StartPrometheus for programs that have no testing.TB (the
+// scale runs under test/scale): it runs the testbin Prometheus with
+// configYAML as its prometheus.yml in dir (which must exist; the TSDB, the
+// config and prometheus.log go there) and waits, within ctx, until it answers
+// /-/ready. The caller stops it with Stop and removes dir. When the binary
+// is missing the error says to run `make testbin`.
+func NewPrometheus(ctx context.Context, dir, configYAML string, extraArgs ...string) (*Prometheus, error) {
+	bin, err := localcluster.Binary(PrometheusBinary)
+	if err != nil {
+		return nil, err
+	}
 	cfg := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfg, []byte(configYAML), 0o600); err != nil {
-		tb.Fatal(err)
+		return nil, fmt.Errorf("write prometheus.yml: %w", err)
 	}
-	port := FreePort(tb)
+	port, err := localcluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	args := append([]string{
 		"--config.file=" + cfg,
@@ -55,30 +87,28 @@ func StartPrometheus(tb testing.TB, configYAML string, extraArgs ...string) *Pro
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
 		"--web.external-url=" + url,
 	}, extraArgs...)
-	p, err := startProcess(bin, filepath.Join(dir, "prometheus.log"), nil, args...)
-	if err != nil {
-		tb.Fatalf("start prometheus: %v", err)
-	}
-	prom := &Prometheus{URL: url, Dir: dir, proc: p}
-	// Registered after TempDir's cleanup, so it runs first: Prometheus stops
-	// before its data directory is removed.
-	tb.Cleanup(func() {
-		if err := p.stop(); err != nil {
-			tb.Errorf("stop prometheus: %v", err)
-		}
-		if tb.Failed() {
-			tb.Logf("prometheus log:%s", p.logTail())
-		}
+	p, err := localcluster.StartProcess(context.Background(), localcluster.ProcessSpec{
+		Name:    "prometheus",
+		Path:    bin,
+		Args:    args,
+		LogPath: filepath.Join(dir, "prometheus.log"),
 	})
-	if err := p.waitHTTPOK(context.Background(), url+"/-/ready", prometheusReadyTimeout); err != nil {
-		tb.Fatalf("prometheus: %v", err)
+	if err != nil {
+		return nil, err
 	}
-	return prom
+	if err := p.WaitHTTPOK(ctx, url+"/-/ready", prometheusReadyTimeout); err != nil {
+		_ = p.Stop()
+		return nil, err
+	}
+	return &Prometheus{URL: url, Dir: dir, proc: p}, nil
 }
 
+// PID is the Prometheus process' ID, e.g. to read its memory from /proc.
+func (p *Prometheus) PID() int { return p.proc.PID() }
+
 // LogTail returns the last lines of Prometheus' log.
-func (p *Prometheus) LogTail() string { return p.proc.logTail() }
+func (p *Prometheus) LogTail() string { return p.proc.LogTail(20) }
 
 // Stop stops Prometheus now, as an outage would; the test's cleanup then
 // has nothing left to stop.
-func (p *Prometheus) Stop() error { return p.proc.stop() }
+func (p *Prometheus) Stop() error { return p.proc.Stop() }

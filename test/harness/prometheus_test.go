@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
 
@@ -80,7 +81,7 @@ func TestToolFailsClearlyWhenMissing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Tool skips in -short mode")
 	}
-	t.Setenv(harness.EnvTestBin, t.TempDir())
+	t.Setenv(localcluster.EnvTestBin, t.TempDir())
 	rec := &recordingTB{TB: t}
 	done := make(chan string)
 	go func() {

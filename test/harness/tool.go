@@ -1,29 +1,37 @@
 package harness
 
 import (
-	"path/filepath"
 	"testing"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 )
 
 // Tool returns the path of the binary name (e.g. "promtool", "amtool") in
-// the test binaries' directory, BinDir, where hack/testbin.sh builds it. It
-// fails the test, saying to run `make testbin`, when the binary is missing,
-// and, like Start, skips the test in -short mode: a test that runs a real
-// tool is an integration test.
+// the testbin directory, localcluster.BinDir, where hack/testbin.sh builds
+// it. It fails the test, saying to run `make testbin`, when the binary is
+// missing, and, like Start, skips the test in -short mode: a test that runs a
+// real tool is an integration test.
 func Tool(tb testing.TB, name string) string {
 	tb.Helper()
 	if testing.Short() {
 		tb.Skipf("integration test: needs %s from `make testbin`; skipped in -short mode", name)
 		return ""
 	}
-	dir, err := BinDir()
+	path, err := localcluster.Binary(name)
 	if err != nil {
 		tb.Fatalf("harness: %v", err)
 		return ""
 	}
-	if err := checkBinaries(dir, name); err != nil {
+	return path
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago
+// (localcluster.FreePort), failing the test when there is none.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	p, err := localcluster.FreePort()
+	if err != nil {
 		tb.Fatalf("harness: %v", err)
-		return ""
 	}
-	return filepath.Join(dir, name)
+	return p
 }

@@ -16,11 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/internal/notify/notifytest"
 	"github.com/kubemedic/kubemedic/janitor/controller"
 	"github.com/kubemedic/kubemedic/janitor/decide"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/test/harness"
 )
 
 // TestReclaimLifecycle runs every owner kind and the notice → grace →
@@ -69,13 +69,13 @@ func TestReclaimLifecycle(t *testing.T) {
 	patchPod(t, w, busy, `{"metadata":{"annotations":{"kubemedic.io/owner":"U0BOB00002"}}}`)
 
 	// Deployment pod, idle, snoozed by its owner.
-	dep, err := w.env.CreatePod(ctx, harness.PodSpec{Namespace: "snooze", OwnerName: "serve", Owner: harness.OwnerDeployment, NodeName: w.node, GPUs: 1})
+	dep, err := w.env.CreatePod(ctx, localcluster.PodSpec{Namespace: "snooze", OwnerName: "serve", Owner: localcluster.OwnerDeployment, NodeName: w.node, GPUs: 1})
 	require.NoError(t, err)
 	w.waitRunning(dep)
 	w.util(dep, 1, 2)
 
 	// Deployment pod, idle, not snoozed: scaled to 0.
-	dep2, err := w.env.CreatePod(ctx, harness.PodSpec{Namespace: "deploy", OwnerName: "web", Owner: harness.OwnerDeployment, NodeName: w.node, GPUs: 1})
+	dep2, err := w.env.CreatePod(ctx, localcluster.PodSpec{Namespace: "deploy", OwnerName: "web", Owner: localcluster.OwnerDeployment, NodeName: w.node, GPUs: 1})
 	require.NoError(t, err)
 	w.waitRunning(dep2)
 	w.util(dep2, 1, 0)
@@ -90,7 +90,7 @@ func TestReclaimLifecycle(t *testing.T) {
 	w.util(other, 1, 0)
 
 	// Job pod stuck pending (no scheduler runs: the test writes what it would).
-	job, err := w.env.CreatePod(ctx, harness.PodSpec{Namespace: "pending", OwnerName: "big-train", Owner: harness.OwnerJob, GPUs: 8})
+	job, err := w.env.CreatePod(ctx, localcluster.PodSpec{Namespace: "pending", OwnerName: "big-train", Owner: localcluster.OwnerJob, GPUs: 8})
 	require.NoError(t, err)
 	schedMsg := "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
 	job.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/internal/notify/notifytest"
 	"github.com/kubemedic/kubemedic/janitor/controller"
@@ -47,7 +48,7 @@ const janitorNS = "kubemedic-system"
 // dcgm-exporter stand-in, Slack, and a node.
 type world struct {
 	t     *testing.T
-	env   *harness.Env
+	env   *localcluster.Cluster
 	dcgm  *harness.DCGMExporter
 	prom  *harness.Prometheus
 	slack *notifytest.Server
@@ -56,10 +57,10 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	env := harness.Start(t, harness.Options{Kwok: true})
+	env := harness.Start(t, localcluster.Options{Kwok: true})
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: janitorNS}}))
-	nodes, err := env.CreateGPUNodes(ctx, 1, harness.NodeSpec{NamePrefix: "gpu"})
+	nodes, err := env.CreateGPUNodes(ctx, 1, localcluster.NodeSpec{NamePrefix: "gpu"})
 	require.NoError(t, err)
 	require.NoError(t, env.WaitNodesReady(ctx, nodes[0].Name))
 	dcgm := harness.StartDCGMExporter(t)

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cpmtypes "k8s.io/node-problem-detector/pkg/custompluginmonitor/types"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
@@ -112,7 +113,7 @@ func TestMonitorConfigs(t *testing.T) {
 // real API server in server-side dry-run mode, which runs the API's own
 // validation of the DaemonSet, RBAC and ConfigMap.
 func TestManifestsApply(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
+	env := harness.Start(t, localcluster.Options{})
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubemedic-system"}}))
 	kubectl := filepath.Join(env.BinDir, "kubectl")

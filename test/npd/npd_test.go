@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
@@ -27,9 +28,9 @@ import (
 // must appear on the Node with the detector's reason and message, and clear
 // once the fixture heals.
 func TestNPDEndToEnd(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
+	env := harness.Start(t, localcluster.Options{})
 	ctx := context.Background()
-	nodes, err := env.CreateGPUNodes(ctx, 1, harness.NodeSpec{GPUs: 8})
+	nodes, err := env.CreateGPUNodes(ctx, 1, localcluster.NodeSpec{GPUs: 8})
 	require.NoError(t, err)
 	node := nodes[0].Name
 	detect := harness.GoBuild(t, "./cmd/kubemedic-detect")
@@ -96,7 +97,7 @@ func TestNPDEndToEnd(t *testing.T) {
 			var n corev1.Node
 			err := env.Client.Get(ctx, client.ObjectKey{Name: node}, &n)
 			require.NoError(t, err)
-			last = harness.FindNodeCondition(&n, corev1.NodeConditionType(condType))
+			last = localcluster.FindNodeCondition(&n, corev1.NodeConditionType(condType))
 			if last != nil && last.Status == status &&
 				v1alpha1.EffectiveReason(string(last.Type), last.Reason, last.Message) == reason &&
 				strings.Contains(last.Message, messagePart) {
@@ -116,7 +117,7 @@ func TestNPDEndToEnd(t *testing.T) {
 
 	var n corev1.Node
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: node}, &n))
-	c := harness.FindNodeCondition(&n, corev1.NodeConditionType(v1alpha1.ConditionGPUXidError))
+	c := localcluster.FindNodeCondition(&n, corev1.NodeConditionType(v1alpha1.ConditionGPUXidError))
 	require.NotNil(t, c)
 	require.Equal(t, v1alpha1.DetectReason, c.Reason, "NPD writes its rule's reason")
 	require.LessOrEqual(t, len(c.Message), 80)

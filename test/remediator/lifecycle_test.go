@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/test/harness"
 )
 
 // gpuLostPolicy acts on GPULost with one drain-and-run step.
@@ -26,7 +26,7 @@ func gpuLostPolicy(name, operation string, drainTimeout time.Duration) *v1alpha1
 	return &v1alpha1.RemediationPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.RemediationPolicySpec{
-			NodeSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: harness.LabelGPUCount, Operator: metav1.LabelSelectorOpExists}}},
+			NodeSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: localcluster.LabelGPUCount, Operator: metav1.LabelSelectorOpExists}}},
 			Conditions:   []v1alpha1.ConditionMatch{{Type: v1alpha1.ConditionGPULost, Status: corev1.ConditionTrue, For: dur(time.Second)}},
 			Steps: []v1alpha1.RemediationStep{{
 				Name: "reset", Operation: operation,
@@ -39,7 +39,7 @@ func gpuLostPolicy(name, operation string, drainTimeout time.Duration) *v1alpha1
 	}
 }
 
-func createPDB(t *testing.T, env *harness.Env, ns, app string) {
+func createPDB(t *testing.T, env *localcluster.Cluster, ns, app string) {
 	t.Helper()
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app},
@@ -52,7 +52,7 @@ func createPDB(t *testing.T, env *harness.Env, ns, app string) {
 
 // setPDBAllowed sets a PDB's status as the disruption controller would; no
 // controller manager runs in the test cluster.
-func setPDBAllowed(t *testing.T, env *harness.Env, ns, name string, allowed int32) {
+func setPDBAllowed(t *testing.T, env *localcluster.Cluster, ns, name string, allowed int32) {
 	t.Helper()
 	ctx := context.Background()
 	pdb := &policyv1.PodDisruptionBudget{}
@@ -62,7 +62,7 @@ func setPDBAllowed(t *testing.T, env *harness.Env, ns, name string, allowed int3
 	require.NoError(t, env.Client.Status().Update(ctx, pdb))
 }
 
-func podExists(t require.TestingT, env *harness.Env, ns, name string) bool {
+func podExists(t require.TestingT, env *localcluster.Cluster, ns, name string) bool {
 	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{})
 	require.NoError(t, ignoreNotFound(err))
 	return err == nil
@@ -81,9 +81,9 @@ func TestGPULostLifecycle(t *testing.T) {
 	healthy, stuck := nodes[0], nodes[1]
 
 	for _, n := range nodes {
-		_, err := env.CreatePod(ctx, harness.PodSpec{Namespace: "train", Name: "web-" + n, NodeName: n, GPUs: 1, Labels: map[string]string{"app": "web"}})
+		_, err := env.CreatePod(ctx, localcluster.PodSpec{Namespace: "train", Name: "web-" + n, NodeName: n, GPUs: 1, Labels: map[string]string{"app": "web"}})
 		require.NoError(t, err)
-		_, err = env.CreatePod(ctx, harness.PodSpec{Namespace: "train", Name: "db-" + n, NodeName: n, Labels: map[string]string{"app": "db-" + n}})
+		_, err = env.CreatePod(ctx, localcluster.PodSpec{Namespace: "train", Name: "db-" + n, NodeName: n, Labels: map[string]string{"app": "db-" + n}})
 		require.NoError(t, err)
 		createPDB(t, env, "train", "db-"+n)
 	}

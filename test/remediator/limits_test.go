@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/test/harness"
 )
 
 // Acceptance test 6 of the remediator: maintenance windows, node cooldown,
@@ -55,23 +55,23 @@ func limPolicy(name, operation string, nodes ...string) *v1alpha1.RemediationPol
 	}
 }
 
-func limLose(t *testing.T, env *harness.Env, node string) {
+func limLose(t *testing.T, env *localcluster.Cluster, node string) {
 	t.Helper()
 	setCondition(t, env, node, v1alpha1.ConditionGPULost, corev1.ConditionTrue, v1alpha1.DetectReason, limLostMsg)
 }
 
-func limRecover(t *testing.T, env *harness.Env, node string) {
+func limRecover(t *testing.T, env *localcluster.Cluster, node string) {
 	t.Helper()
 	setCondition(t, env, node, v1alpha1.ConditionGPULost, corev1.ConditionFalse, "GPUsPresent", limHealthyMsg)
 }
 
-func limOp(c require.TestingT, env *harness.Env, name string) *v1alpha1.NodeOperation {
+func limOp(c require.TestingT, env *localcluster.Cluster, name string) *v1alpha1.NodeOperation {
 	op := &v1alpha1.NodeOperation{}
 	require.NoError(c, env.Client.Get(context.Background(), client.ObjectKey{Name: name}, op))
 	return op
 }
 
-func limPolicyObj(c require.TestingT, env *harness.Env, name string) *v1alpha1.RemediationPolicy {
+func limPolicyObj(c require.TestingT, env *localcluster.Cluster, name string) *v1alpha1.RemediationPolicy {
 	p := &v1alpha1.RemediationPolicy{}
 	require.NoError(c, env.Client.Get(context.Background(), client.ObjectKey{Name: name}, p))
 	return p
@@ -79,7 +79,7 @@ func limPolicyObj(c require.TestingT, env *harness.Env, name string) *v1alpha1.R
 
 // limNewOp waits for an operation on the node whose name is not in known,
 // and returns it.
-func limNewOp(t *testing.T, env *harness.Env, node string, known ...string) v1alpha1.NodeOperation {
+func limNewOp(t *testing.T, env *localcluster.Cluster, node string, known ...string) v1alpha1.NodeOperation {
 	t.Helper()
 	var found v1alpha1.NodeOperation
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -100,7 +100,7 @@ func limNewOp(t *testing.T, env *harness.Env, node string, known ...string) v1al
 }
 
 // limWaitPhase waits for the operation to reach the phase and returns it.
-func limWaitPhase(t *testing.T, env *harness.Env, name string, phase v1alpha1.NodeOperationPhase) *v1alpha1.NodeOperation {
+func limWaitPhase(t *testing.T, env *localcluster.Cluster, name string, phase v1alpha1.NodeOperationPhase) *v1alpha1.NodeOperation {
 	t.Helper()
 	var op *v1alpha1.NodeOperation
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -113,7 +113,7 @@ func limWaitPhase(t *testing.T, env *harness.Env, name string, phase v1alpha1.No
 // limRemediate runs one fault episode on the node to success: the condition
 // turns True, the policy's operation runs its pod, the condition clears and
 // the operation is verified. It returns the operation.
-func limRemediate(t *testing.T, env *harness.Env, node string, known ...string) *v1alpha1.NodeOperation {
+func limRemediate(t *testing.T, env *localcluster.Cluster, node string, known ...string) *v1alpha1.NodeOperation {
 	t.Helper()
 	limLose(t, env, node)
 	op := limNewOp(t, env, node, known...)
@@ -125,7 +125,7 @@ func limRemediate(t *testing.T, env *harness.Env, node string, known ...string) 
 }
 
 // limOpPods lists the operation pods on the node.
-func limOpPods(c require.TestingT, env *harness.Env, node string) []string {
+func limOpPods(c require.TestingT, env *localcluster.Cluster, node string) []string {
 	var pods corev1.PodList
 	require.NoError(c, env.Client.List(context.Background(), &pods, client.InNamespace(opNamespace),
 		client.MatchingLabels{v1alpha1.LabelNode: node}))
@@ -138,7 +138,7 @@ func limOpPods(c require.TestingT, env *harness.Env, node string) []string {
 
 // limRequireUntouched asserts the node is not cordoned, tainted or
 // annotated by kubemedic, and runs no operation pod.
-func limRequireUntouched(c require.TestingT, env *harness.Env, node string) {
+func limRequireUntouched(c require.TestingT, env *localcluster.Cluster, node string) {
 	n := getNode(c, env, node)
 	require.False(c, n.Spec.Unschedulable, "node %s cordoned", node)
 	require.NotContains(c, n.Annotations, v1alpha1.AnnotationCordonedBy)
@@ -151,7 +151,7 @@ func limRequireUntouched(c require.TestingT, env *harness.Env, node string) {
 // can assert the node was never touched, not just that it is untouched at
 // the end. The returned function gives the records and fails the test if
 // the watch ended early.
-func limCordonWatch(t *testing.T, env *harness.Env, node string) func() []string {
+func limCordonWatch(t *testing.T, env *localcluster.Cluster, node string) func() []string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := env.Clientset.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{

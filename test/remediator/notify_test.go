@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/internal/notify/notifytest"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/test/harness"
 )
 
 // TestDrainNotifiesOwners: a GPULost fault drains a node running a bare pod
@@ -45,11 +45,11 @@ func TestDrainNotifiesOwners(t *testing.T) {
 
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: "team-a", Annotations: map[string]string{notify.AnnotationOwner: "alice@example.com"}}}))
-	notebook, err := env.CreatePod(ctx, harness.PodSpec{Namespace: "team-a", Name: "notebook", NodeName: faulty, GPUs: 1})
+	notebook, err := env.CreatePod(ctx, localcluster.PodSpec{Namespace: "team-a", Name: "notebook", NodeName: faulty, GPUs: 1})
 	require.NoError(t, err)
-	web, err := env.CreatePod(ctx, harness.PodSpec{Namespace: "team-a", Owner: harness.OwnerDeployment, OwnerName: "web", NodeName: faulty})
+	web, err := env.CreatePod(ctx, localcluster.PodSpec{Namespace: "team-a", Owner: localcluster.OwnerDeployment, OwnerName: "web", NodeName: faulty})
 	require.NoError(t, err)
-	orphan, err := env.CreatePod(ctx, harness.PodSpec{Namespace: "scratch", Name: "orphan", NodeName: faulty})
+	orphan, err := env.CreatePod(ctx, localcluster.PodSpec{Namespace: "scratch", Name: "orphan", NodeName: faulty})
 	require.NoError(t, err)
 	// The notebook stays Terminating until the test lets it go, so that the
 	// drain looks at it again in later passes.
@@ -124,7 +124,7 @@ func TestDrainNotifiesOwners(t *testing.T) {
 	require.Contains(t, byPod[notebook.Name].Text, "A bare pod is not recreated: submit it again.")
 
 	// A manual NodeOperation for planned work on the other node.
-	batch, err := env.CreatePod(ctx, harness.PodSpec{Namespace: "team-b", Name: "batch-0", NodeName: planned,
+	batch, err := env.CreatePod(ctx, localcluster.PodSpec{Namespace: "team-b", Name: "batch-0", NodeName: planned,
 		Annotations: map[string]string{notify.AnnotationOwner: aliceID}})
 	require.NoError(t, err)
 	manual := &v1alpha1.NodeOperation{
@@ -150,14 +150,14 @@ func TestDrainNotifiesOwners(t *testing.T) {
 	require.Len(t, slack.Messages(), 3)
 }
 
-func annotateNode(t *testing.T, env *harness.Env, node, issue string) {
+func annotateNode(t *testing.T, env *localcluster.Cluster, node, issue string) {
 	t.Helper()
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationGitHubIssue, issue)
 	_, err := env.Clientset.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
 }
 
-func patchFinalizers(t *testing.T, env *harness.Env, pod *corev1.Pod, finalizers []string) {
+func patchFinalizers(t *testing.T, env *localcluster.Cluster, pod *corev1.Pod, finalizers []string) {
 	t.Helper()
 	p := &corev1.Pod{}
 	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), p))

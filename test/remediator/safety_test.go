@@ -23,8 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/test/harness"
 )
 
 // Trigger conditions of the safety tests, as the detectors write them
@@ -41,7 +41,7 @@ func safetyPolicy(name, condType string, hold, healthyFor time.Duration, safety 
 	return &v1alpha1.RemediationPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.RemediationPolicySpec{
-			NodeSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: harness.LabelGPUCount, Operator: metav1.LabelSelectorOpExists}}},
+			NodeSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: localcluster.LabelGPUCount, Operator: metav1.LabelSelectorOpExists}}},
 			Conditions:   []v1alpha1.ConditionMatch{{Type: condType, Status: corev1.ConditionTrue, For: dur(hold)}},
 			Steps: []v1alpha1.RemediationStep{{
 				Name: "reset", Operation: opSucceed, Cordon: true,
@@ -66,7 +66,7 @@ var runningPhases = map[v1alpha1.NodeOperationPhase]bool{
 // the node's trigger condition so that the operation verifies.
 type opWatch struct {
 	t          *testing.T
-	env        *harness.Env
+	env        *localcluster.Cluster
 	maxRunning int
 	maxPerZone int
 	zoneOf     map[string]string // node → zone; nil: no zone check
@@ -90,7 +90,7 @@ type opWatch struct {
 	violations []string
 }
 
-func watchOps(t *testing.T, env *harness.Env, maxRunning, maxPerZone int, zoneOf map[string]string) *opWatch {
+func watchOps(t *testing.T, env *localcluster.Cluster, maxRunning, maxPerZone int, zoneOf map[string]string) *opWatch {
 	t.Helper()
 	w := &opWatch{t: t, env: env, maxRunning: maxRunning, maxPerZone: maxPerZone, zoneOf: zoneOf,
 		clears: make(chan *v1alpha1.NodeOperation, 256),
@@ -333,7 +333,7 @@ func (w *opWatch) waitingMessages() []string {
 }
 
 // nodeZones maps each node to its zone label.
-func nodeZones(t *testing.T, env *harness.Env, nodes []string) map[string]string {
+func nodeZones(t *testing.T, env *localcluster.Cluster, nodes []string) map[string]string {
 	t.Helper()
 	out := make(map[string]string, len(nodes))
 	for _, n := range nodes {
@@ -343,7 +343,7 @@ func nodeZones(t *testing.T, env *harness.Env, nodes []string) map[string]string
 }
 
 // setConditions sets a condition on the nodes at once, one goroutine each.
-func setConditions(t *testing.T, env *harness.Env, nodes []string, typ string, status corev1.ConditionStatus, msg string) {
+func setConditions(t *testing.T, env *localcluster.Cluster, nodes []string, typ string, status corev1.ConditionStatus, msg string) {
 	t.Helper()
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
@@ -361,7 +361,7 @@ func setConditions(t *testing.T, env *harness.Env, nodes []string, typ string, s
 
 // requireAllSucceeded waits until every node has exactly one operation and
 // it has succeeded.
-func requireAllSucceeded(t *testing.T, env *harness.Env, nodes []string, timeout time.Duration) {
+func requireAllSucceeded(t *testing.T, env *localcluster.Cluster, nodes []string, timeout time.Duration) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, n := range nodes {
@@ -372,7 +372,7 @@ func requireAllSucceeded(t *testing.T, env *harness.Env, nodes []string, timeout
 	}, timeout, 250*time.Millisecond)
 }
 
-func getPolicy(t require.TestingT, env *harness.Env, name string) *v1alpha1.RemediationPolicy {
+func getPolicy(t require.TestingT, env *localcluster.Cluster, name string) *v1alpha1.RemediationPolicy {
 	p := &v1alpha1.RemediationPolicy{}
 	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Name: name}, p))
 	return p
@@ -387,7 +387,7 @@ func breakerCond(t require.TestingT, p *v1alpha1.RemediationPolicy) metav1.Condi
 
 // hasEvent reports whether an events.k8s.io Event of the type and reason
 // regards the object.
-func hasEvent(t require.TestingT, env *harness.Env, kind, name, typ, reason string) bool {
+func hasEvent(t require.TestingT, env *localcluster.Cluster, kind, name, typ, reason string) bool {
 	var list eventsv1.EventList
 	require.NoError(t, env.Client.List(context.Background(), &list))
 	for _, e := range list.Items {

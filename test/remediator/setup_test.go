@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/controller"
 	"github.com/kubemedic/kubemedic/test/harness"
@@ -39,14 +40,14 @@ const (
 
 // opStages complete or fail operation pods a second after kwok marks them
 // Running, by their template label.
-var opStages = []string{harness.OperationPodStage("kubemedic-op-succeed", opSucceed, true),
-	harness.OperationPodStage("kubemedic-op-fail", opFail, false)}
+var opStages = []string{localcluster.OperationPodStage("kubemedic-op-succeed", opSucceed, true),
+	localcluster.OperationPodStage("kubemedic-op-fail", opFail, false)}
 
 // startCluster starts the API server and kwok with the operation stages,
 // and creates the namespace and the test templates.
-func startCluster(t *testing.T) *harness.Env {
+func startCluster(t *testing.T) *localcluster.Cluster {
 	t.Helper()
-	env := harness.Start(t, harness.Options{Kwok: true, KwokHeartbeat: 2 * time.Second, KwokStages: opStages})
+	env := harness.Start(t, localcluster.Options{Kwok: true, KwokHeartbeat: 2 * time.Second, KwokStages: opStages})
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opNamespace}}))
 	for _, tpl := range []struct {
@@ -69,7 +70,7 @@ func startCluster(t *testing.T) *harness.Env {
 // start again.
 type remediator struct {
 	t      *testing.T
-	env    *harness.Env
+	env    *localcluster.Cluster
 	opts   controller.ManagerOptions
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -77,7 +78,7 @@ type remediator struct {
 	reg    *prometheus.Registry
 }
 
-func newRemediator(t *testing.T, env *harness.Env) *remediator {
+func newRemediator(t *testing.T, env *localcluster.Cluster) *remediator {
 	return &remediator{t: t, env: env, opts: controller.ManagerOptions{
 		Options:     controller.Options{Namespace: opNamespace, Retention: time.Hour},
 		MetricsAddr: "0", ProbeAddr: "0",
@@ -131,10 +132,10 @@ func (r *remediator) metric(name string, labels map[string]string) float64 {
 }
 
 // gpuNodes creates n Ready kwok GPU nodes with a boot ID and returns their names.
-func gpuNodes(t *testing.T, env *harness.Env, prefix string, n int, zones ...string) []string {
+func gpuNodes(t *testing.T, env *localcluster.Cluster, prefix string, n int, zones ...string) []string {
 	t.Helper()
 	ctx := context.Background()
-	spec := harness.NodeSpec{NamePrefix: prefix, Zones: zones}
+	spec := localcluster.NodeSpec{NamePrefix: prefix, Zones: zones}
 	nodes, err := env.CreateGPUNodes(ctx, n, spec)
 	require.NoError(t, err)
 	names := make([]string, len(nodes))
@@ -148,7 +149,7 @@ func gpuNodes(t *testing.T, env *harness.Env, prefix string, n int, zones ...str
 	return names
 }
 
-func setBootID(t *testing.T, env *harness.Env, node, bootID string) {
+func setBootID(t *testing.T, env *localcluster.Cluster, node, bootID string) {
 	t.Helper()
 	patch := fmt.Sprintf(`{"status":{"nodeInfo":{"bootID":%q}}}`, bootID)
 	_, err := env.Clientset.CoreV1().Nodes().PatchStatus(context.Background(), node, []byte(patch))
@@ -157,7 +158,7 @@ func setBootID(t *testing.T, env *harness.Env, node, bootID string) {
 
 // setGPUs sets the node's allocatable nvidia.com/gpu (capacity stays 8), as
 // the device plugin does when GPUs turn unhealthy.
-func setGPUs(t *testing.T, env *harness.Env, node string, allocatable int) {
+func setGPUs(t *testing.T, env *localcluster.Cluster, node string, allocatable int) {
 	t.Helper()
 	q := resource.NewQuantity(int64(allocatable), resource.DecimalSI)
 	patch := fmt.Sprintf(`{"status":{"allocatable":{"nvidia.com/gpu":%q}}}`, q.String())
@@ -165,20 +166,20 @@ func setGPUs(t *testing.T, env *harness.Env, node string, allocatable int) {
 	require.NoError(t, err)
 }
 
-func setCondition(t *testing.T, env *harness.Env, node, typ string, status corev1.ConditionStatus, reason, msg string) {
+func setCondition(t *testing.T, env *localcluster.Cluster, node, typ string, status corev1.ConditionStatus, reason, msg string) {
 	t.Helper()
 	require.NoError(t, env.SetNodeCondition(context.Background(), node, corev1.NodeCondition{
 		Type: corev1.NodeConditionType(typ), Status: status, Reason: reason, Message: msg}))
 }
 
-func getOp(t *testing.T, env *harness.Env, name string) *v1alpha1.NodeOperation {
+func getOp(t *testing.T, env *localcluster.Cluster, name string) *v1alpha1.NodeOperation {
 	t.Helper()
 	op := &v1alpha1.NodeOperation{}
 	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Name: name}, op))
 	return op
 }
 
-func listOps(t require.TestingT, env *harness.Env) []v1alpha1.NodeOperation {
+func listOps(t require.TestingT, env *localcluster.Cluster) []v1alpha1.NodeOperation {
 	var list v1alpha1.NodeOperationList
 	require.NoError(t, env.Client.List(context.Background(), &list))
 	sort.Slice(list.Items, func(i, j int) bool {
@@ -187,7 +188,7 @@ func listOps(t require.TestingT, env *harness.Env) []v1alpha1.NodeOperation {
 	return list.Items
 }
 
-func opsOnNode(t require.TestingT, env *harness.Env, node string) []v1alpha1.NodeOperation {
+func opsOnNode(t require.TestingT, env *localcluster.Cluster, node string) []v1alpha1.NodeOperation {
 	var out []v1alpha1.NodeOperation
 	for _, op := range listOps(t, env) {
 		if op.Spec.NodeName == node {
@@ -197,14 +198,14 @@ func opsOnNode(t require.TestingT, env *harness.Env, node string) []v1alpha1.Nod
 	return out
 }
 
-func getNode(t require.TestingT, env *harness.Env, name string) *corev1.Node {
+func getNode(t require.TestingT, env *localcluster.Cluster, name string) *corev1.Node {
 	n := &corev1.Node{}
 	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Name: name}, n))
 	return n
 }
 
 // eventReasons lists the reasons of the events.k8s.io Events about an object.
-func eventReasons(t require.TestingT, env *harness.Env, kind, name string) []string {
+func eventReasons(t require.TestingT, env *localcluster.Cluster, kind, name string) []string {
 	var list eventsv1.EventList
 	require.NoError(t, env.Client.List(context.Background(), &list))
 	var out []string
@@ -218,7 +219,7 @@ func eventReasons(t require.TestingT, env *harness.Env, kind, name string) []str
 }
 
 // describeOps is a failure message listing every operation.
-func describeOps(env *harness.Env) string {
+func describeOps(env *localcluster.Cluster) string {
 	var list v1alpha1.NodeOperationList
 	if err := env.Client.List(context.Background(), &list); err != nil {
 		return err.Error()
@@ -230,7 +231,7 @@ func describeOps(env *harness.Env) string {
 	return b.String()
 }
 
-func createPolicy(t *testing.T, env *harness.Env, p *v1alpha1.RemediationPolicy) {
+func createPolicy(t *testing.T, env *localcluster.Cluster, p *v1alpha1.RemediationPolicy) {
 	t.Helper()
 	require.NoError(t, env.Client.Create(context.Background(), p))
 }

@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies"
-	"github.com/kubemedic/kubemedic/test/harness"
 )
 
 type demoOptions struct {
@@ -78,7 +78,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	}
 
 	say("Starting kube-apiserver, etcd and kwok, installing the kubemedic CRDs")
-	env, err := harness.New(ctx, harness.Options{Kwok: true, Logf: func(f string, a ...any) { say(f, a...) }})
+	env, err := localcluster.New(ctx, localcluster.Options{Kwok: true, Logf: func(f string, a ...any) { say(f, a...) }})
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		_ = os.Remove(o.kubeconfig)
 	}()
 
-	nodes, err := env.CreateGPUNodes(ctx, o.nodes, harness.NodeSpec{MIGEvery: o.migEvery})
+	nodes, err := env.CreateGPUNodes(ctx, o.nodes, localcluster.NodeSpec{MIGEvery: o.migEvery})
 	if err != nil {
 		return fmt.Errorf("create nodes: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 )
 
 // TestDemo runs `kubemedic demo` as a user would, checks the cluster it
@@ -22,7 +22,7 @@ func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: starts kube-apiserver, etcd and kwok; skipped in -short mode")
 	}
-	binDir, err := harness.BinDir()
+	binDir, err := localcluster.BinDir()
 	require.NoError(t, err)
 	bin := filepath.Join(t.TempDir(), "kubemedic")
 	out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput()

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
@@ -20,7 +21,7 @@ import (
 // scheduler's message and who would be told, and an idle-rule pod as
 // Unknown without Prometheus; it changes nothing.
 func TestJanitorPlanOnAPIServer(t *testing.T) {
-	env := harness.Start(t, harness.Options{})
+	env := harness.Start(t, localcluster.Options{})
 	ctx := context.Background()
 	c := env.Client
 	require.NoError(t, c.Create(ctx, &v1alpha1.ClusterReclaimPolicy{ObjectMeta: metav1.ObjectMeta{Name: "reclaim"},

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 	"github.com/kubemedic/kubemedic/test/harness"
@@ -397,13 +398,13 @@ func snapshot(t *testing.T, c client.Client) map[string]string {
 // kwok nodes, a policy with maxConcurrent 2, five nodes with a held fatal
 // Xid and one node busy with a running operation.
 func TestSimulateOnAPIServer(t *testing.T) {
-	env := harness.Start(t, harness.Options{Kwok: true})
+	env := harness.Start(t, localcluster.Options{Kwok: true})
 	ctx := context.Background()
 	c := env.Client
 
 	require.NoError(t, c.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: "reboot"},
 		Spec: v1alpha1.NodeOperationTemplateSpec{SuccessCriterion: v1alpha1.SuccessNodeRebooted, Image: "debian:bookworm-slim"}}))
-	nodes, err := env.CreateGPUNodes(ctx, 7, harness.NodeSpec{})
+	nodes, err := env.CreateGPUNodes(ctx, 7, localcluster.NodeSpec{})
 	require.NoError(t, err)
 	names := make([]string, len(nodes))
 	for i := range nodes {

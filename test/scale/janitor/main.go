@@ -93,6 +93,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/janitor/controller"
 	"github.com/kubemedic/kubemedic/janitor/gpuutil"
@@ -219,7 +220,7 @@ func run(ctx context.Context, c config) error {
 	rep.add("binary", "%s", describeBinary(c.bin, built))
 
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	env, err := harness.New(startCtx, harness.Options{Kwok: true, Logf: scaleutil.Logf})
+	env, err := localcluster.New(startCtx, localcluster.Options{Kwok: true, Logf: scaleutil.Logf})
 	cancel()
 	if err != nil {
 		return err
@@ -415,7 +416,7 @@ scrape_configs:
 // workload i/workloadSize, whose namespace is team-<workload%namespaces>.
 type world struct {
 	c        config
-	nodeSpec harness.NodeSpec
+	nodeSpec localcluster.NodeSpec
 	// uids of the pods' controllers, by workload; set by createOwners.
 	uids []types.UID
 }
@@ -424,7 +425,7 @@ func newWorld(c config) *world {
 	gpus := max(8, (c.pods+c.nodes-1)/c.nodes)
 	return &world{
 		c:        c,
-		nodeSpec: harness.NodeSpec{GPUs: gpus, InstanceType: fmt.Sprintf("bench-%dgpu", gpus)},
+		nodeSpec: localcluster.NodeSpec{GPUs: gpus, InstanceType: fmt.Sprintf("bench-%dgpu", gpus)},
 		uids:     make([]types.UID, (c.pods+workloadSize-1)/workloadSize),
 	}
 }
@@ -524,7 +525,7 @@ func (w *world) createOwners(ctx context.Context, cs kubernetes.Interface) (int,
 	var objects atomic.Int64
 	err := parallel(ctx, "workloads", len(w.uids), w.c.workers, func(ctx context.Context, wl int) error {
 		ns, name := w.namespace(wl), workloadName(wl)
-		labels := map[string]string{harness.LabelAppName: name}
+		labels := map[string]string{localcluster.LabelAppName: name}
 		tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: w.podSpec(0)}
 		tmpl.Spec.NodeName = ""
 		sel := &metav1.LabelSelector{MatchLabels: labels}
@@ -538,7 +539,7 @@ func (w *world) createOwners(ctx context.Context, cs kubernetes.Interface) (int,
 				return err
 			}
 			hash := templateHash(wl)
-			rsLabels := map[string]string{harness.LabelAppName: name, harness.LabelPodTemplateHash: hash}
+			rsLabels := map[string]string{localcluster.LabelAppName: name, localcluster.LabelPodTemplateHash: hash}
 			rsTmpl := tmpl
 			rsTmpl.Labels = rsLabels
 			rs, err := cs.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
@@ -578,13 +579,13 @@ func (w *world) podSpec(i int) corev1.PodSpec {
 	gpu := resource.MustParse("1")
 	return corev1.PodSpec{
 		NodeName:    w.nodeName(i),
-		Tolerations: []corev1.Toleration{{Key: string(harness.ResourceGPU), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		Tolerations: []corev1.Toleration{{Key: string(localcluster.ResourceGPU), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 		Containers: []corev1.Container{{
 			Name: "main", Image: "nvcr.io/nvidia/pytorch:25.01-py3",
 			Env: []corev1.EnvVar{{Name: "NCCL_DEBUG", Value: "WARN"}},
 			Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi"), harness.ResourceGPU: gpu},
-				Limits:   corev1.ResourceList{harness.ResourceGPU: gpu},
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("64Gi"), localcluster.ResourceGPU: gpu},
+				Limits:   corev1.ResourceList{localcluster.ResourceGPU: gpu},
 			},
 		}},
 	}
@@ -594,12 +595,12 @@ func (w *world) podSpec(i int) corev1.PodSpec {
 func (w *world) pod(i int) *corev1.Pod {
 	wl, r := i/workloadSize, i%workloadSize
 	name := workloadName(wl)
-	labels := map[string]string{harness.LabelAppName: name, "kubemedic.io/bench": "true"}
+	labels := map[string]string{localcluster.LabelAppName: name, "kubemedic.io/bench": "true"}
 	spec := w.podSpec(i)
 	var ref metav1.OwnerReference
 	switch kind(wl) {
 	case "Deployment":
-		labels[harness.LabelPodTemplateHash] = templateHash(wl)
+		labels[localcluster.LabelPodTemplateHash] = templateHash(wl)
 		ref = controllerRef("apps/v1", "ReplicaSet", w.replicaSetName(wl), w.uids[wl])
 	case "StatefulSet":
 		labels["statefulset.kubernetes.io/pod-name"] = w.podName(i)
@@ -619,7 +620,7 @@ func (w *world) pod(i int) *corev1.Pod {
 	}
 }
 
-func createPolicy(ctx context.Context, env *harness.Env, window time.Duration) error {
+func createPolicy(ctx context.Context, env *localcluster.Cluster, window time.Duration) error {
 	p := &v1alpha1.ClusterReclaimPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: policyName},
 		Spec: v1alpha1.ClusterReclaimPolicySpec{

@@ -67,8 +67,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/test/harness"
 	"github.com/kubemedic/kubemedic/test/scale/scaleutil"
 )
 
@@ -152,9 +152,9 @@ func run(ctx context.Context, c config) error {
 	}
 
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	env, err := harness.New(startCtx, harness.Options{
+	env, err := localcluster.New(startCtx, localcluster.Options{
 		Kwok: true, KwokHeartbeat: c.heartbeat,
-		KwokStages: []string{harness.OperationPodStage("kubemedic-bench-op-succeed", templateName, true)},
+		KwokStages: []string{localcluster.OperationPodStage("kubemedic-bench-op-succeed", templateName, true)},
 		Logf:       scaleutil.Logf,
 	})
 	cancel()
@@ -178,7 +178,7 @@ func run(ctx context.Context, c config) error {
 	// Cluster.
 	t0 := time.Now()
 	nodeCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
-	nodes, err := env.CreateGPUNodes(nodeCtx, c.nodes, harness.NodeSpec{})
+	nodes, err := env.CreateGPUNodes(nodeCtx, c.nodes, localcluster.NodeSpec{})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("create nodes: %w", err)
@@ -362,8 +362,8 @@ func benchPod(node string, i, j int) *corev1.Pod {
 	image, kind, owner := "registry.k8s.io/pause:3.10", "ReplicaSet", fmt.Sprintf("sidecar-%04d-7d9f8c6b5", i)
 	if gpu {
 		image, kind, owner = "nvcr.io/nvidia/pytorch:25.01-py3", "PyTorchJob", fmt.Sprintf("train-%04d", i)
-		requests[harness.ResourceGPU] = resource.MustParse("1")
-		limits[harness.ResourceGPU] = resource.MustParse("1")
+		requests[localcluster.ResourceGPU] = resource.MustParse("1")
+		limits[localcluster.ResourceGPU] = resource.MustParse("1")
 		requests[corev1.ResourceCPU] = resource.MustParse("24")
 		requests[corev1.ResourceMemory] = resource.MustParse("200Gi")
 	}
@@ -380,7 +380,7 @@ func benchPod(node string, i, j int) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			NodeName:      node,
 			RestartPolicy: map[bool]corev1.RestartPolicy{true: corev1.RestartPolicyNever, false: corev1.RestartPolicyAlways}[gpu],
-			Tolerations:   []corev1.Toleration{{Key: string(harness.ResourceGPU), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Tolerations:   []corev1.Toleration{{Key: string(localcluster.ResourceGPU), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 			Containers: []corev1.Container{{
 				Name: "main", Image: image,
 				Env:       []corev1.EnvVar{{Name: "WORKER_INDEX", Value: strconv.Itoa(j)}, {Name: "NCCL_DEBUG", Value: "WARN"}},
@@ -469,7 +469,7 @@ func setupPolicy(ctx context.Context, c client.Client, forDur time.Duration) err
 }
 
 // steadyState counts API requests while nothing but kwok writes.
-func steadyState(ctx context.Context, env *harness.Env, rem *remediator, d time.Duration, rep *report) error {
+func steadyState(ctx context.Context, env *localcluster.Cluster, rem *remediator, d time.Duration, rep *report) error {
 	scaleutil.Logf("steady state: counting API requests for %s", d)
 	apiBefore, err := apiserverMetrics(ctx, env.Clientset)
 	if err != nil {
@@ -601,7 +601,7 @@ func mapsKeys(m map[string]float64) func(func(string) bool) {
 
 // latency patches the condition onto a share of the nodes at once and
 // times each node's NodeOperation.
-func latency(ctx context.Context, env *harness.Env, cs kubernetes.Interface, rem *remediator, names []string, c config, rep *report) error {
+func latency(ctx context.Context, env *localcluster.Cluster, cs kubernetes.Interface, rem *remediator, names []string, c config, rep *report) error {
 	n := max(1, int(math.Round(float64(len(names))*c.unhealthyPct/100)))
 	stride := len(names) / n
 	targets := make([]string, n)

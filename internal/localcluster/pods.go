@@ -1,4 +1,4 @@
-package harness
+package localcluster
 
 import (
 	"context"
@@ -76,7 +76,7 @@ type PodSpec struct {
 //
 // Note that a bound pod is deleted gracefully: without kwok (playing the
 // kubelet) it stays Terminating until deleted with grace period 0.
-func (e *Env) CreatePod(ctx context.Context, spec PodSpec) (*corev1.Pod, error) {
+func (e *Cluster) CreatePod(ctx context.Context, spec PodSpec) (*corev1.Pod, error) {
 	if spec.Namespace == "" {
 		spec.Namespace = metav1.NamespaceDefault
 	}
@@ -198,7 +198,7 @@ func controllerRef(obj metav1.Object, apiVersion, kind string) metav1.OwnerRefer
 	}
 }
 
-func (e *Env) ensureNamespace(ctx context.Context, name string) error {
+func (e *Cluster) ensureNamespace(ctx context.Context, name string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if _, err := e.Clientset.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", name, err)
@@ -209,7 +209,7 @@ func (e *Env) ensureNamespace(ctx context.Context, name string) error {
 // ensureJob returns the Job spec.OwnerName, creating it when missing. The
 // API server generates its selector and the controller-uid and job-name
 // labels of its template, as for any Job.
-func (e *Env) ensureJob(ctx context.Context, spec PodSpec, podSpec corev1.PodSpec) (*batchv1.Job, error) {
+func (e *Cluster) ensureJob(ctx context.Context, spec PodSpec, podSpec corev1.PodSpec) (*batchv1.Job, error) {
 	jobs := e.Clientset.BatchV1().Jobs(spec.Namespace)
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: spec.Namespace, Name: spec.OwnerName, Labels: maps.Clone(spec.Labels)},
@@ -236,7 +236,7 @@ func (e *Env) ensureJob(ctx context.Context, spec PodSpec, podSpec corev1.PodSpe
 
 // ensureDeployment returns the ReplicaSet of the Deployment spec.OwnerName,
 // creating both when missing and adding a replica to both when they exist.
-func (e *Env) ensureDeployment(ctx context.Context, spec PodSpec, podSpec corev1.PodSpec) (*appsv1.ReplicaSet, error) {
+func (e *Cluster) ensureDeployment(ctx context.Context, spec PodSpec, podSpec corev1.PodSpec) (*appsv1.ReplicaSet, error) {
 	ns, name := spec.Namespace, spec.OwnerName
 	selector := map[string]string{LabelAppName: name}
 	templateLabels := maps.Clone(spec.Labels)

@@ -1,10 +1,11 @@
-package harness_test
+package localcluster_test
 
 import (
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
 
@@ -17,13 +18,13 @@ import (
 // and read nodes/s; the other packages' scale tests build on this rate.
 func BenchmarkCreateGPUNodes(b *testing.B) {
 	const batch = 250
-	env := harness.Start(b, harness.Options{Kwok: true})
+	env := harness.Start(b, localcluster.Options{Kwok: true})
 	ctx := b.Context()
 	i := 0
 	var total time.Duration
 	for b.Loop() {
 		start := time.Now()
-		nodes, err := env.CreateGPUNodes(ctx, batch, harness.NodeSpec{NamePrefix: fmt.Sprintf("scale-%d", i), MIGEvery: 4})
+		nodes, err := env.CreateGPUNodes(ctx, batch, localcluster.NodeSpec{NamePrefix: fmt.Sprintf("scale-%d", i), MIGEvery: 4})
 		if err != nil {
 			b.Fatal(err)
 		}

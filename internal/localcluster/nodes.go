@@ -1,4 +1,4 @@
-package harness
+package localcluster
 
 import (
 	"context"
@@ -144,7 +144,7 @@ const nodeCreateWorkers = 16
 // runs it waits until kwok has made them Ready; without kwok it creates them
 // with the conditions a healthy kubelet posts. It returns the nodes as they
 // are then, in index order.
-func (e *Env) CreateGPUNodes(ctx context.Context, n int, spec NodeSpec) ([]corev1.Node, error) {
+func (e *Cluster) CreateGPUNodes(ctx context.Context, n int, spec NodeSpec) ([]corev1.Node, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("create %d nodes: negative count", n)
 	}
@@ -348,7 +348,7 @@ func nodeIP(i int) string {
 // WaitNodesReady waits until the named nodes, or every node when no name is
 // given, have condition Ready=True. Without a deadline in ctx it gives up
 // after two minutes. It fails at once when kwok has exited.
-func (e *Env) WaitNodesReady(ctx context.Context, names ...string) error {
+func (e *Cluster) WaitNodesReady(ctx context.Context, names ...string) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
@@ -415,7 +415,7 @@ func FindNodeCondition(node *corev1.Node, t corev1.NodeConditionType) *corev1.No
 // other detectors' conditions stay. LastHeartbeatTime is now unless set in
 // cond; LastTransitionTime is now when the condition is new or its status
 // changes and is kept otherwise, unless set in cond (to backdate it).
-func (e *Env) SetNodeCondition(ctx context.Context, node string, cond corev1.NodeCondition) error {
+func (e *Cluster) SetNodeCondition(ctx context.Context, node string, cond corev1.NodeCondition) error {
 	if cond.Type == "" || cond.Status == "" {
 		return fmt.Errorf("set condition on node %s: type and status are required", node)
 	}
@@ -449,7 +449,7 @@ func (e *Env) SetNodeCondition(ctx context.Context, node string, cond corev1.Nod
 // ClearNodeCondition sets the condition condType of a node to False with the
 // given reason and message, as node-problem-detector does when a problem
 // goes away.
-func (e *Env) ClearNodeCondition(ctx context.Context, node, condType, reason, message string) error {
+func (e *Cluster) ClearNodeCondition(ctx context.Context, node, condType, reason, message string) error {
 	return e.SetNodeCondition(ctx, node, corev1.NodeCondition{
 		Type:    corev1.NodeConditionType(condType),
 		Status:  corev1.ConditionFalse,
