@@ -5,8 +5,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
-	_ "time/tzdata" // maintenance-window time zones resolve without the host's zoneinfo
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -234,58 +232,9 @@ func validateSafety(s *v1alpha1.Safety, p *field.Path) field.ErrorList {
 	return errs
 }
 
-var weekdays = []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
-
 func validateWindow(w *v1alpha1.MaintenanceWindow, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	days := make([]string, len(w.Days))
-	for i, d := range w.Days {
-		days[i] = string(d)
-		errs = append(errs, validateEnum(string(d), weekdays, p.Child("days").Index(i))...)
-	}
-	errs = append(errs, duplicates(days, p.Child("days"))...)
-	start, okStart := clockMinutes(w.Start, false)
-	if !okStart {
-		errs = append(errs, field.Invalid(p.Child("start"), w.Start, `must be a time of day "HH:MM" on a 24-hour clock, e.g. "22:00"`))
-	}
-	end, okEnd := clockMinutes(w.End, true)
-	if !okEnd {
-		errs = append(errs, field.Invalid(p.Child("end"), w.End, `must be a time of day "HH:MM" on a 24-hour clock, e.g. "04:00" (or "24:00")`))
-	}
-	if okStart && okEnd {
-		switch {
-		case w.CrossesMidnight && end >= start:
-			errs = append(errs, field.Invalid(p.Child("end"), w.End, fmt.Sprintf("crossesMidnight is set, so end must be before start %q (the window ends the next day)", w.Start)))
-		case !w.CrossesMidnight && end <= start:
-			errs = append(errs, field.Invalid(p.Child("end"), w.End, fmt.Sprintf("must be after start %q; a window that ends the next day sets crossesMidnight: true", w.Start)))
-		}
-	}
-	if w.TimeZone == "" {
-		errs = append(errs, field.Required(p.Child("timeZone"), "an IANA time zone such as UTC or Europe/Berlin"))
-	} else if _, err := time.LoadLocation(w.TimeZone); err != nil || strings.EqualFold(w.TimeZone, "local") {
-		errs = append(errs, field.Invalid(p.Child("timeZone"), w.TimeZone, "not an IANA time zone name such as UTC, Europe/Berlin or America/New_York"))
-	}
+	_, errs := ParseWindow(*w, p)
 	return errs
-}
-
-// clockMinutes parses "HH:MM" strictly (two digits each) into minutes since
-// midnight; "24:00" is accepted only as an end.
-func clockMinutes(s string, end bool) (int, bool) {
-	if len(s) != 5 || s[2] != ':' {
-		return 0, false
-	}
-	h, err1 := strconv.Atoi(s[:2])
-	m, err2 := strconv.Atoi(s[3:])
-	if err1 != nil || err2 != nil || s[0] == '+' || s[3] == '+' || s[0] == '-' || s[3] == '-' {
-		return 0, false
-	}
-	if end && h == 24 && m == 0 {
-		return 24 * 60, true
-	}
-	if h > 23 || m > 59 {
-		return 0, false
-	}
-	return h*60 + m, true
 }
 
 func validateTemplateSpec(s *v1alpha1.NodeOperationTemplateSpec, p *field.Path) field.ErrorList {

@@ -135,11 +135,7 @@ func Admit(in AdmitInput) Admission {
 			waits = append(waits, a)
 		}
 		if !op.Spec.Urgent {
-			open, next, err := InWindow(p.Obj.Spec.Safety.MaintenanceWindows, in.Now)
-			switch {
-			case err != nil:
-				waits = append(waits, Admission{Reason: v1alpha1.ReasonOutsideWindow, Message: name + "cannot evaluate the maintenance windows: " + err.Error()})
-			case !open:
+			if open, next := InWindow(p.windows, in.Now); !open {
 				waits = append(waits, Admission{Reason: v1alpha1.ReasonOutsideWindow, Next: next,
 					Message: fmt.Sprintf("%soutside the maintenance windows; the next opens at %s", name, next.UTC().Format(time.RFC3339))})
 			}

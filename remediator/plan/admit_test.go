@@ -237,12 +237,8 @@ func TestAdmit(t *testing.T) {
 			message: "policy gpu: outside the maintenance windows; the next opens at 2026-03-04T21:00:00Z"},
 		{desc: "an urgent operation ignores the windows", policies: []*Policy{gpu(nights)}, op: waiting(urgentOp), verdict: Start},
 		{desc: "inside a window: Start", policies: []*Policy{gpu(windows(v1alpha1.MaintenanceWindow{Start: "11:00", End: "13:00", TimeZone: "UTC"}))}, verdict: Start},
-		{desc: "a window that cannot be evaluated keeps the operation waiting",
-			policies: []*Policy{gpu(windows(v1alpha1.MaintenanceWindow{Start: "11:00", End: "13:00", TimeZone: "Atlantis/Capital"}))},
-			verdict:  Wait, reason: v1alpha1.ReasonOutsideWindow, message: `policy gpu: cannot evaluate the maintenance windows: maintenanceWindows[0]: time zone "Atlantis/Capital"`},
-		{desc: "an urgent operation does not evaluate the windows",
-			policies: []*Policy{gpu(windows(v1alpha1.MaintenanceWindow{Start: "11:00", End: "13:00", TimeZone: "Atlantis/Capital"}))},
-			op:       waiting(urgentOp), verdict: Start},
+		// A window that does not parse makes the policy invalid (Compile,
+		// TestCompileRefusesBadWindows): its operations get PolicyNotFound.
 		{desc: "a quarantine ignores the windows", policies: []*Policy{gpu(nights)}, op: waiting(quarantineOp), verdict: Start},
 
 		// maxConcurrent.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -27,6 +28,8 @@ type Policy struct {
 	Obj      *v1alpha1.RemediationPolicy
 	selector labels.Selector
 	conds    []condMatcher
+	// windows are spec.safety.maintenanceWindows, parsed.
+	windows []policies.Window
 }
 
 type condMatcher struct {
@@ -64,6 +67,14 @@ func Compile(p *v1alpha1.RemediationPolicy) (*Policy, error) {
 	}
 	if len(obj.Spec.Steps) == 0 {
 		return nil, fmt.Errorf("policy %s: spec.steps: at least one step is required", p.Name)
+	}
+	windows := field.NewPath("spec", "safety", "maintenanceWindows")
+	for i, mw := range obj.Spec.Safety.MaintenanceWindows {
+		w, errs := policies.ParseWindow(mw, windows.Index(i))
+		if len(errs) > 0 {
+			return nil, fmt.Errorf("policy %s: %w", p.Name, errs.ToAggregate())
+		}
+		out.windows = append(out.windows, w)
 	}
 	return out, nil
 }

@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
@@ -32,7 +34,6 @@ func TestInWindow(t *testing.T) {
 		at   time.Time
 		in   bool
 		next time.Time
-		err  string // substring; the result is then closed with no next
 	}{
 		{desc: "no windows: always open, never changes", at: now, in: true},
 
@@ -99,29 +100,9 @@ func TestInWindow(t *testing.T) {
 		{desc: "weeknights in Berlin and weekends in UTC: closed on Wednesday midday",
 			ws: append([]v1alpha1.MaintenanceWindow{{Days: []v1alpha1.Weekday{"Sat", "Sun"}, Start: "00:00", End: "24:00", TimeZone: "UTC"}}, nights...),
 			at: now, next: utc(time.March, 4, 21, 0)},
-
-		// Errors.
-		{desc: "an unknown time zone is an error naming the window",
-			ws: []v1alpha1.MaintenanceWindow{{Start: "11:00", End: "13:00", TimeZone: "UTC"}, {Start: "22:00", End: "23:00", TimeZone: "Mars/Olympus_Mons"}},
-			at: utc(time.March, 4, 20, 0), err: `maintenanceWindows[1]: time zone "Mars/Olympus_Mons"`},
-		{desc: "an unknown time zone is an error even when another window is open",
-			ws: []v1alpha1.MaintenanceWindow{{Start: "11:00", End: "13:00", TimeZone: "UTC"}, {Start: "22:00", End: "23:00", TimeZone: "Europe/Nowhere"}},
-			at: now, err: "maintenanceWindows[1]"},
-		{desc: "a start that is not HH:MM is an error", ws: []v1alpha1.MaintenanceWindow{{Start: "9:00", End: "13:00"}}, at: now, err: `maintenanceWindows[0]: start: "9:00" is not HH:MM`},
-		{desc: "an hour past 24 is an error", ws: []v1alpha1.MaintenanceWindow{{Start: "10:00", End: "25:00"}}, at: now, err: `end: "25:00" is not HH:MM`},
-		{desc: `"24:30" is an error`, ws: []v1alpha1.MaintenanceWindow{{Start: "10:00", End: "24:30"}}, at: now, err: `end: "24:30" is not HH:MM`},
-		{desc: "an end before the start without crossesMidnight is an error", ws: []v1alpha1.MaintenanceWindow{{Start: "22:00", End: "04:00"}}, at: now, err: "end 04:00 is not after start 22:00"},
-		{desc: "an end equal to the start is an error", ws: []v1alpha1.MaintenanceWindow{{Start: "22:00", End: "22:00"}}, at: now, err: "end 22:00 is not after start 22:00"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			in, next, err := InWindow(tc.ws, tc.at)
-			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
-				require.False(t, in)
-				require.True(t, next.IsZero())
-				return
-			}
-			require.NoError(t, err)
+			in, next := InWindow(parseWindows(t, tc.ws), tc.at)
 			require.Equal(t, tc.in, in, "in")
 			require.True(t, tc.next.Equal(next), "next: want %s, got %s", tc.next.UTC(), next.UTC())
 		})
@@ -146,12 +127,12 @@ func TestInWindowWalk(t *testing.T) {
 		}
 		return false
 	}
+	parsed := parseWindows(t, ws)
 	start := time.Date(2026, time.March, 25, 0, 0, 0, 0, time.UTC)
 	var pending time.Time
 	var state bool
 	for at := start; at.Before(start.Add(8 * 24 * time.Hour)); at = at.Add(time.Minute) {
-		in, next, err := InWindow(ws, at)
-		require.NoError(t, err, "at %s", at)
+		in, next := InWindow(parsed, at)
 		require.Equal(t, wantIn(at), in, "at %s (%s)", at, at.In(berlin))
 		require.True(t, next.After(at), "at %s next %s", at, next)
 		if !pending.IsZero() && at.Before(pending) {
@@ -159,4 +140,55 @@ func TestInWindowWalk(t *testing.T) {
 		}
 		pending, state = next, in
 	}
+}
+
+func parseWindows(t *testing.T, ws []v1alpha1.MaintenanceWindow) []policies.Window {
+	t.Helper()
+	out := make([]policies.Window, len(ws))
+	for i, w := range ws {
+		var errs field.ErrorList
+		out[i], errs = policies.ParseWindow(w, field.NewPath("w").Index(i))
+		require.Empty(t, errs)
+	}
+	return out
+}
+
+// TestCompileRefusesBadWindows: a window policies.Validate refuses makes the
+// policy invalid in the remediator too (it then starts nothing), with the
+// same field path and words, so the CLI and the controller agree.
+func TestCompileRefusesBadWindows(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		ws   []v1alpha1.MaintenanceWindow
+		err  string
+	}{
+		{desc: "an unknown time zone names the window",
+			ws:  []v1alpha1.MaintenanceWindow{{Start: "11:00", End: "13:00", TimeZone: "UTC"}, {Start: "22:00", End: "23:00", TimeZone: "Mars/Olympus_Mons"}},
+			err: `spec.safety.maintenanceWindows[1].timeZone: Invalid value: "Mars/Olympus_Mons"`},
+		{desc: "Local is refused", ws: []v1alpha1.MaintenanceWindow{{Start: "11:00", End: "13:00", TimeZone: "Local"}}, err: "maintenanceWindows[0].timeZone"},
+		{desc: "a start that is not HH:MM", ws: []v1alpha1.MaintenanceWindow{{Start: "9:00", End: "13:00"}}, err: `maintenanceWindows[0].start: Invalid value: "9:00"`},
+		{desc: "an hour past 24", ws: []v1alpha1.MaintenanceWindow{{Start: "10:00", End: "25:00"}}, err: `maintenanceWindows[0].end: Invalid value: "25:00"`},
+		{desc: `"24:30"`, ws: []v1alpha1.MaintenanceWindow{{Start: "10:00", End: "24:30"}}, err: `end: Invalid value: "24:30"`},
+		{desc: `"24:00" as a start`, ws: []v1alpha1.MaintenanceWindow{{Start: "24:00", End: "23:00", CrossesMidnight: true}}, err: `start: Invalid value: "24:00"`},
+		{desc: "an end before the start without crossesMidnight", ws: []v1alpha1.MaintenanceWindow{{Start: "22:00", End: "04:00"}}, err: "a window that ends the next day sets crossesMidnight: true"},
+		{desc: "an end equal to the start", ws: []v1alpha1.MaintenanceWindow{{Start: "22:00", End: "22:00"}}, err: `must be after start "22:00"`},
+		{desc: "an unknown day", ws: []v1alpha1.MaintenanceWindow{{Days: []v1alpha1.Weekday{"Funday"}, Start: "01:00", End: "02:00"}}, err: `days[0]: Unsupported value: "Funday"`},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			obj := policy(t, "p").Obj.DeepCopy()
+			obj.Spec.Safety.MaintenanceWindows = tc.ws
+			_, err := Compile(obj)
+			require.ErrorContains(t, err, tc.err)
+			require.Equal(t, tc.err != "", len(policies.Validate(obj)) > 0, "policies.Validate agrees")
+		})
+	}
+}
+
+// TestEmptyTimeZoneIsUTC: the API server defaults timeZone to UTC; a window
+// read before defaulting means the same.
+func TestEmptyTimeZoneIsUTC(t *testing.T) {
+	w := parseWindows(t, []v1alpha1.MaintenanceWindow{{Start: "11:00", End: "13:00"}})
+	in, next := InWindow(w, now) // 12:00 UTC
+	require.True(t, in)
+	require.Equal(t, time.Date(2026, time.March, 4, 13, 0, 0, 0, time.UTC), next)
 }
