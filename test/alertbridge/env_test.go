@@ -21,6 +21,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 const (
@@ -42,24 +43,7 @@ type world struct {
 	stateDir  string
 	tokenFile string
 	ghToken   string
-	logs      *syncBuffer
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
+	logs      *testsupport.SyncBuffer
 }
 
 // newWorld starts Alertmanager with webhooks (copies of the bridge's
@@ -67,7 +51,7 @@ func (s *syncBuffer) String() string {
 func newWorld(t *testing.T, bridgeConfig string, webhooks int) *world {
 	t.Helper()
 	harness.Tool(t, harness.AlertmanagerBinary) // fail before starting anything when it is missing
-	w := &world{t: t, fake: ghfake.New(), dir: t.TempDir(), port: harness.FreePort(t), logs: &syncBuffer{}}
+	w := &world{t: t, fake: ghfake.New(), dir: t.TempDir(), port: harness.FreePort(t), logs: &testsupport.SyncBuffer{}}
 	t.Cleanup(w.fake.Close)
 	w.fake.AddRepo(repo)
 	w.fake.SetToken(githubToken)
@@ -138,7 +122,7 @@ func (w *world) startInProcess() (stop func()) {
 	w.t.Cleanup(func() {
 		stop()
 		if w.t.Failed() {
-			w.t.Logf("bridge log tail:\n%s\nalertmanager:%s", tail(w.logs.String(), 80), w.am.LogTail())
+			w.t.Logf("bridge log tail:\n%s\nalertmanager:%s", testsupport.Tail(w.logs.String(), 80), w.am.LogTail())
 		}
 	})
 	return stop
@@ -158,26 +142,18 @@ func (w *world) startProcess(bin string) *exec.Cmd {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if w.t.Failed() {
-			w.t.Logf("bridge log tail:\n%s\nalertmanager:%s", tail(w.logs.String(), 80), w.am.LogTail())
+			w.t.Logf("bridge log tail:\n%s\nalertmanager:%s", testsupport.Tail(w.logs.String(), 80), w.am.LogTail())
 		}
 	})
-	require.Eventually(w.t, func() bool {
+	testsupport.Eventually(w.t, "the bridge to serve /healthz", 20*time.Second, 20*time.Millisecond, func() bool {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", w.port))
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 20*time.Millisecond, "bridge did not start: %s", tail(w.logs.String(), 20))
+	}, func() string { return "bridge log:\n" + testsupport.Tail(w.logs.String(), 20) })
 	return cmd
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func gpuLost(node string) harness.PostableAlert {

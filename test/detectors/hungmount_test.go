@@ -32,6 +32,7 @@ import (
 	"github.com/kubemedic/kubemedic/detectors/nfs"
 	"github.com/kubemedic/kubemedic/detectors/procfs"
 	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 // gate blocks the hang file system's handlers, once armed, until released.
@@ -119,19 +120,6 @@ func procStat(t *testing.T, pid int) (procfs.Stat, bool) {
 	}
 	require.NoError(t, err)
 	return s, true
-}
-
-// eventually polls cond until it holds or the deadline passes: these tests
-// wait on real processes and the kernel.
-func eventually(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // probeChildren lists this process's children (orphans come back to it as
@@ -299,14 +287,14 @@ func TestHungMount(t *testing.T) {
 	// signal moves it on: it sends FUSE_INTERRUPT, which hangfs ignores, and
 	// then waits killably, which /proc shows as D. SIGSTOP wakes it without
 	// killing it; SIGCONT then drops the pending stop.
-	eventually(t, "stat to block in hangfs", 10*time.Second, func() bool {
+	testsupport.Eventually(t, "stat to block in hangfs", 10*time.Second, 20*time.Millisecond, func() bool {
 		st := stateOf()
 		return (st == 'S' || st == 'D') && g.calls.Load() > 0
-	})
+	}, nil)
 	firstState := stateOf()
 	if firstState != 'D' {
 		require.NoError(t, stat.Process.Signal(syscall.SIGSTOP))
-		eventually(t, "stat in state D after SIGSTOP", 10*time.Second, func() bool { return stateOf() == 'D' })
+		testsupport.Eventually(t, "stat in state D after SIGSTOP", 10*time.Second, 20*time.Millisecond, func() bool { return stateOf() == 'D' }, nil)
 		require.NoError(t, stat.Process.Signal(syscall.SIGCONT))
 	}
 	t.Logf("stat pid %d: state %c while blocked, D after the signal", statPID, firstState)
@@ -343,9 +331,9 @@ func TestHungMount(t *testing.T) {
 	require.GreaterOrEqual(t, r1.elapsed, time.Second)
 	require.Less(t, r1.elapsed, 2500*time.Millisecond, "the check must return at --probe-timeout, not wait for the probe")
 	var probePID int
-	eventually(t, "the orphaned probe to come back to the test", 5*time.Second, func() bool {
+	testsupport.Eventually(t, "the orphaned probe to come back to the test", 5*time.Second, 20*time.Millisecond, func() bool {
 		return len(probeChildren(t)) == 1
-	})
+	}, nil)
 	probePID = probeChildren(t)[0]
 	recs := records(t, stateDir)
 	require.Len(t, recs, 1)
@@ -373,11 +361,11 @@ func TestHungMount(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("stat did not exit after the release")
 	}
-	eventually(t, "the probe child to exit", 10*time.Second, func() bool {
+	testsupport.Eventually(t, "the probe child to exit", 10*time.Second, 20*time.Millisecond, func() bool {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(probePID, &ws, unix.WNOHANG, nil)
 		return pid == probePID || errors.Is(err, unix.ECHILD)
-	})
+	}, nil)
 	require.Empty(t, records(t, stateDir), "the probe removed its record")
 	require.Empty(t, probeChildren(t))
 

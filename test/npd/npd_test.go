@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 // TestNPDEndToEnd runs the real node-problem-detector with the monitor
@@ -46,7 +45,9 @@ func TestNPDEndToEnd(t *testing.T) {
 	writeFile(t, root, "/kmsg", "6,1,1000,-;Linux version 6.8.0 (buildd@lcy02)\n"+
 		"6,2,2000,-;NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.90.07\n")
 
-	// nfs: /mnt/datasets is expected but not mounted yet.
+	// nfs: /mnt/datasets is expected but not mounted yet. The listener stays
+	// open as the NFS server, whose port the check connects to once the
+	// mount appears (not a free port: it must answer).
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { listener.Close() })
@@ -66,47 +67,43 @@ func TestNPDEndToEnd(t *testing.T) {
 		npdConfig(t, "dstate.json", detect, root, "--state-dir="+stateDir, "--min-duration=0s",
 			"--kubeconfig="+env.Kubeconfig, "--kubelet-url=", "--node="+node),
 	}
-	logPath := filepath.Join(t.TempDir(), "npd.log")
-	logFile, err := os.Create(logPath)
+	npd, err := env.StartProcess(localcluster.ProcessSpec{
+		Name: "node-problem-detector",
+		Path: npdBin,
+		Args: []string{
+			"--config.custom-plugin-monitor=" + strings.Join(configs, ","),
+			"--apiserver-override=" + env.Config.Host + "?inClusterConfig=false&auth=" + env.Kubeconfig,
+			"--hostname-override=" + node,
+			"--port=0", "--prometheus-port=0",
+			"--k8s-exporter-heartbeat-period=10s",
+			"--logtostderr", "--v=2",
+		},
+	})
 	require.NoError(t, err)
-	npd := exec.Command(npdBin,
-		"--config.custom-plugin-monitor="+strings.Join(configs, ","),
-		"--apiserver-override="+env.Config.Host+"?inClusterConfig=false&auth="+env.Kubeconfig,
-		"--hostname-override="+node,
-		"--port=0", "--prometheus-port=0",
-		"--k8s-exporter-heartbeat-period=10s",
-		"--logtostderr", "--v=2")
-	npd.Stdout, npd.Stderr = logFile, logFile
-	npd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, npd.Start())
+	// Stopped here, not only by the cluster's cleanup, so that NPD and
+	// its plugins are gone before the fixture directories are removed.
 	t.Cleanup(func() {
-		_ = syscall.Kill(-npd.Process.Pid, syscall.SIGKILL)
-		_ = npd.Wait()
-		logFile.Close()
+		require.NoError(t, npd.Stop())
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("node-problem-detector log (tail):\n%s", tail(string(b), 6000))
+			t.Logf("node-problem-detector log:%s", npd.LogTail(60))
 		}
 	})
 
 	expect := func(condType string, status corev1.ConditionStatus, reason, messagePart string) {
 		t.Helper()
 		var last *corev1.NodeCondition
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			var n corev1.Node
-			err := env.Client.Get(ctx, client.ObjectKey{Name: node}, &n)
-			require.NoError(t, err)
-			last = localcluster.FindNodeCondition(&n, corev1.NodeConditionType(condType))
-			if last != nil && last.Status == status &&
-				v1alpha1.EffectiveReason(string(last.Type), last.Reason, last.Message) == reason &&
-				strings.Contains(last.Message, messagePart) {
-				return
+		what := fmt.Sprintf("node %s condition %s with status %s, reason %s, message containing %q", node, condType, status, reason, messagePart)
+		testsupport.Eventually(t, what, 60*time.Second, 200*time.Millisecond, func() bool {
+			if err := npd.Exited(); err != nil {
+				t.Fatal(err)
 			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		t.Fatalf("node %s condition %s: want status %s, reason %s, message containing %q; last seen %+v",
-			node, condType, status, reason, messagePart, last)
+			var n corev1.Node
+			require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: node}, &n))
+			last = localcluster.FindNodeCondition(&n, corev1.NodeConditionType(condType))
+			return last != nil && last.Status == status &&
+				v1alpha1.EffectiveReason(string(last.Type), last.Reason, last.Message) == reason &&
+				strings.Contains(last.Message, messagePart)
+		}, func() string { return fmt.Sprintf("last seen %+v", last) })
 	}
 
 	// Faults appear with the detector's reason and message.
@@ -208,21 +205,7 @@ func appendFile(t *testing.T, root, p, content string) {
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := localcluster.RepoRoot()
 	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, parent, dir, "no go.mod above the test")
-		dir = parent
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
+	return root
 }

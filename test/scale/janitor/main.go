@@ -1038,72 +1038,57 @@ func mapKeys(m map[string]float64) func(func(string) bool) {
 
 // janitor is the kubemedic-janitor process.
 type janitor struct {
-	cmd        *exec.Cmd
+	proc       *localcluster.Process
 	logPath    string
 	metricsURL string
 	pprofURL   string
-	done       chan struct{}
-	waitErr    error
 }
 
 func startJanitor(c config, kubeconfig, promURL, dir string) (*janitor, error) {
-	port, err := scaleutil.FreePort()
+	port, err := localcluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	pprofAddr := "0"
 	if c.pprof {
-		p, err := scaleutil.FreePort()
+		p, err := localcluster.FreePort()
 		if err != nil {
 			return nil, err
 		}
 		pprofAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
-	logPath := filepath.Join(dir, "kubemedic-janitor.log")
-	logFile, err := os.Create(logPath)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--metrics-bind-address=" + addr,
+		"--health-probe-bind-address=0",
+		"--namespace=" + janitorNS,
+		"--prometheus-url=" + promURL,
+		"--interval=" + c.interval.String(),
+		"--metrics-staleness=" + c.staleness.String(),
+		"--log-level=1",
+	}
+	if c.pprof {
+		args = append(args, "--pprof-bind-address="+pprofAddr)
+	}
+	proc, err := localcluster.StartProcess(context.Background(), localcluster.ProcessSpec{
+		Name: "kubemedic-janitor",
+		Path: c.bin,
+		Args: args,
+		// No Slack token, whatever this shell has (empty is none); GOMEMLIMIT
+		// as asked (empty is the runtime's default).
+		Env:         []string{notify.EnvSlackToken + "=", "GOMEMLIMIT=" + c.gomemlimit},
+		LogPath:     filepath.Join(dir, "kubemedic-janitor.log"),
+		StopTimeout: 10 * time.Second,
+	})
 	if err != nil {
 		return nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	cmd := exec.Command(c.bin,
-		"--kubeconfig="+kubeconfig,
-		"--leader-elect=false",
-		"--metrics-bind-address="+addr,
-		"--health-probe-bind-address=0",
-		"--namespace="+janitorNS,
-		"--prometheus-url="+promURL,
-		"--interval="+c.interval.String(),
-		"--metrics-staleness="+c.staleness.String(),
-		"--log-level=1",
-	)
-	if c.pprof {
-		cmd.Args = append(cmd.Args, "--pprof-bind-address="+pprofAddr)
-	}
-	// No Slack token, whatever this shell has; GOMEMLIMIT as asked.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, notify.EnvSlackToken+"=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	if c.gomemlimit != "" {
-		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+c.gomemlimit)
-	}
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", c.bin, err)
-	}
-	j := &janitor{cmd: cmd, logPath: logPath, metricsURL: "http://" + addr + "/metrics", pprofURL: "http://" + pprofAddr + "/debug/pprof", done: make(chan struct{})}
-	go func() {
-		j.waitErr = cmd.Wait()
-		logFile.Close()
-		close(j.done)
-	}()
-	return j, nil
+	return &janitor{proc: proc, logPath: proc.LogPath(), metricsURL: "http://" + addr + "/metrics", pprofURL: "http://" + pprofAddr + "/debug/pprof"}, nil
 }
 
-func (j *janitor) pid() int { return j.cmd.Process.Pid }
+func (j *janitor) pid() int { return j.proc.PID() }
 
 // waitCycles waits until the janitor has finished n cycles.
 func (j *janitor) waitCycles(ctx context.Context, n int, timeout time.Duration) error {
@@ -1125,29 +1110,16 @@ func (j *janitor) waitCycles(ctx context.Context, n int, timeout time.Duration) 
 			scaleutil.Logf("janitor: %.0f of %d cycles done; VmHWM %s", got, n, scaleutil.MiB(hwm))
 		}
 		select {
-		case <-j.done:
-			return fmt.Errorf("janitor exited: %v\n%s", j.waitErr, scaleutil.Tail(j.logPath, 20))
+		case <-j.proc.Done():
+			return j.proc.Exited()
 		case <-ctx.Done():
-			return fmt.Errorf("janitor: %.0f of %d cycles done: %w\n%s", got, n, ctx.Err(), scaleutil.Tail(j.logPath, 20))
+			return fmt.Errorf("janitor: %.0f of %d cycles done: %w%s", got, n, ctx.Err(), j.proc.LogTail(20))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-func (j *janitor) stop() {
-	select {
-	case <-j.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-j.pid(), syscall.SIGTERM)
-	select {
-	case <-j.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-j.pid(), syscall.SIGKILL)
-		<-j.done
-	}
-}
+func (j *janitor) stop() { _ = j.proc.Stop() }
 
 func (j *janitor) metrics(ctx context.Context) (metrics, error) { return getMetrics(ctx, j.metricsURL) }
 

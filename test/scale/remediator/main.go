@@ -787,89 +787,48 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/float6
 
 // remediator is the kubemedic-remediator process.
 type remediator struct {
-	cmd                  *exec.Cmd
+	proc                 *localcluster.Process
 	logPath              string
 	metricsURL, readyURL string
-	done                 chan struct{}
-	waitErr              error
 }
 
 func startRemediator(ctx context.Context, bin, kubeconfig, dir string) (*remediator, error) {
-	mport, err := scaleutil.FreePort()
+	mport, err := localcluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	pport, err := scaleutil.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(dir, "kubemedic-remediator.log")
-	logFile, err := os.Create(logPath)
+	pport, err := localcluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	maddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
 	paddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(pport))
-	cmd := exec.Command(bin,
-		"--kubeconfig="+kubeconfig,
-		"--leader-elect=false",
-		"--metrics-bind-address="+maddr,
-		"--health-probe-bind-address="+paddr,
-		"--namespace="+opNamespace,
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+	proc, err := localcluster.StartProcess(ctx, localcluster.ProcessSpec{
+		Name: "kubemedic-remediator",
+		Path: bin,
+		Args: []string{
+			"--kubeconfig=" + kubeconfig,
+			"--leader-elect=false",
+			"--metrics-bind-address=" + maddr,
+			"--health-probe-bind-address=" + paddr,
+			"--namespace=" + opNamespace,
+		},
+		LogPath:     filepath.Join(dir, "kubemedic-remediator.log"),
+		StopTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		return nil, err
 	}
-	r := &remediator{cmd: cmd, logPath: logPath, metricsURL: "http://" + maddr + "/metrics", readyURL: "http://" + paddr + "/readyz", done: make(chan struct{})}
-	go func() {
-		r.waitErr = cmd.Wait()
-		logFile.Close()
-		close(r.done)
-	}()
-	return r, nil
+	return &remediator{proc: proc, logPath: proc.LogPath(), metricsURL: "http://" + maddr + "/metrics", readyURL: "http://" + paddr + "/readyz"}, nil
 }
 
-func (r *remediator) pid() int { return r.cmd.Process.Pid }
+func (r *remediator) pid() int { return r.proc.PID() }
 
 func (r *remediator) waitReady(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	hc := &http.Client{Timeout: 2 * time.Second}
-	for {
-		if resp, err := hc.Get(r.readyURL); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-r.done:
-			return fmt.Errorf("remediator exited before ready: %v\n%s", r.waitErr, scaleutil.Tail(r.logPath, 20))
-		case <-ctx.Done():
-			return fmt.Errorf("remediator not ready: %w\n%s", ctx.Err(), scaleutil.Tail(r.logPath, 20))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return r.proc.WaitHTTPOK(ctx, r.readyURL, timeout)
 }
 
-func (r *remediator) stop() {
-	select {
-	case <-r.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-r.pid(), syscall.SIGTERM)
-	select {
-	case <-r.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-r.pid(), syscall.SIGKILL)
-		<-r.done
-	}
-}
+func (r *remediator) stop() { _ = r.proc.Stop() }
 
 // procStatus returns a "kB" field of /proc/<pid>/status in bytes.
 func (r *remediator) procStatus(field string) (int64, error) {

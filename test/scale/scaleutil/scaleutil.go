@@ -1,14 +1,13 @@
 // Package scaleutil holds what the scale programs under test/scale share:
-// progress lines, free ports, waits, formatting. Only they import it.
+// progress lines, waits, formatting. Only they import it; free ports and
+// process supervision come from internal/localcluster.
 package scaleutil
 
 import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"os"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,16 +16,6 @@ import (
 
 // Begin is when the program started: Logf prints the time since.
 var Begin = time.Now()
-
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 // MiB writes a byte count in MiB.
 func MiB(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
@@ -53,19 +42,6 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// Tail returns the last n lines of a file ("" when it cannot be read).
-func Tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // Truncate cuts s to n bytes, ending in "...".
