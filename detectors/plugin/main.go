@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,9 +30,14 @@ func Main(cmds []*Command, args []string, stdout, stderr io.Writer) int {
 	for _, c := range cmds {
 		byName[c.Name] = c
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr, cmds)
 		return Write(stdout, Unknown("usage: kubemedic-detect <check> [flags]"))
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		// Asked for, not a misconfigured plugin: the usage is the output.
+		usage(stdout, cmds)
+		return int(StatusOK)
 	}
 	cmd, ok := byName[args[0]]
 	if !ok {
@@ -43,7 +49,13 @@ func Main(cmds []*Command, args []string, stdout, stderr io.Writer) int {
 	}
 
 	fs := pflag.NewFlagSet("kubemedic-detect "+cmd.Name, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// pflag prints the usage on --help and on a bad flag; which one it was
+	// is known only after Parse, and the two go to different places.
+	var parseOut strings.Builder
+	fs.SetOutput(&parseOut)
+	fs.Usage = func() {
+		fmt.Fprintf(&parseOut, "usage: kubemedic-detect %s [flags]\n\n%s\n\nflags:\n%s", cmd.Name, cmd.Summary, fs.FlagUsages())
+	}
 	root := fs.String("root", "/", "prefix for host paths (/proc, /sys, the kernel log, mountinfo)")
 	stateDir := fs.String("state-dir", "/var/lib/kubemedic/detect", "directory for state kept between invocations")
 	node := fs.String("node", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
@@ -51,6 +63,13 @@ func Main(cmds []*Command, args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("verbose", false, "log detail to stderr")
 	run := cmd.Bind(fs)
 	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			// --help is asked for by a person, never by NPD: the usage
+			// is the output, and asking succeeded.
+			fmt.Fprint(stdout, parseOut.String())
+			return int(StatusOK)
+		}
+		fmt.Fprint(stderr, parseOut.String())
 		return Write(stdout, Unknown("%s: %v", cmd.Name, err))
 	}
 	if fs.NArg() > 0 {
