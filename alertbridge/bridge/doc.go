@@ -8,8 +8,14 @@
 // human closed as not planned or marked with the ignore label; retry a
 // permanent GitHub error forever; log a credential.
 //
-// The decisions are in package decide; this package holds the moving parts:
-// the HTTP server and its authentication, the per-key queue and workers, the
-// key→issue cache (rebuilt from GitHub at start and refreshed from it), the
-// storm guard's roll-up issues, and the metrics.
+// The decisions are in package decide and the issue text in package render;
+// this package reads state, asks decide, has render write the text, and does
+// the IO. Its files: bridge.go (Options, New, Run), server.go (the HTTP
+// handlers), auth.go (webhook credentials), queue.go (the per-key queue),
+// worker.go (the workers and their retries), transition.go (applying one
+// journal entry to its issue), cache.go (the key→issue cache, rebuilt from
+// GitHub at start and refreshed from it, and the storm guard's count),
+// rollup.go (the storm guard's roll-up issues and their sync),
+// rollupstate.go (their local files and restoring them at start),
+// metrics.go, and serve.go (Serve: the kubemedic-alertbridge process).
 package bridge

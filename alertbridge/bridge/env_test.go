@@ -10,8 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/journal"
 	"github.com/kubemedic/kubemedic/alertbridge/payload"
 	"github.com/kubemedic/kubemedic/test/metricstest"
+	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 const (
@@ -55,7 +54,7 @@ type env struct {
 	fake    *ghfake.Fake
 	cfg     *config.Config
 	dir     string
-	logs    *syncBuffer
+	logs    *testsupport.SyncBuffer
 	tokens  string // the webhook token file
 	url     string
 	journal *journal.Journal
@@ -65,23 +64,6 @@ type env struct {
 	srv    *httptest.Server
 	cancel context.CancelFunc
 	done   chan struct{}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 func newEnv(t *testing.T, cfgYAML string, opts func(*bridge.Options)) *env {
@@ -96,7 +78,7 @@ func newEnv(t *testing.T, cfgYAML string, opts func(*bridge.Options)) *env {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "webhook-token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(webhookToken+"\n"), 0o600))
-	e := &env{t: t, fake: fake, cfg: cfg, dir: dir, logs: &syncBuffer{}, tokens: tokenFile, opts: opts}
+	e := &env{t: t, fake: fake, cfg: cfg, dir: dir, logs: &testsupport.SyncBuffer{}, tokens: tokenFile, opts: opts}
 	e.start()
 	t.Cleanup(e.stop)
 	return e
@@ -149,21 +131,13 @@ func (e *env) stop() {
 	require.NoError(e.t, e.journal.Close())
 	e.cancel = nil
 	if e.t.Failed() {
-		e.t.Logf("bridge logs:\n%s", tail(e.logs.String(), 60))
+		e.t.Logf("bridge logs:\n%s", testsupport.Tail(e.logs.String(), 60))
 	}
 }
 
 func (e *env) restart() {
 	e.stop()
 	e.start()
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // post sends a webhook with the right token.

@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/config"
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/journal"
+	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 const internalConfig = `
@@ -21,27 +21,9 @@ reopenWindow: 1h
 stormGuard: {maxNewIssues: 2, window: 10m}
 `
 
-// lockedBuffer is a log sink safe for the bridge's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // newTestBridge builds a Bridge with a real journal in a temp dir. gh may be
 // nil for tests that make no GitHub call; an in-memory stand-in is used then.
-func newTestBridge(t *testing.T, cfgYAML string, gh ghclient.Client) (*Bridge, *lockedBuffer) {
+func newTestBridge(t *testing.T, cfgYAML string, gh ghclient.Client) (*Bridge, *testsupport.SyncBuffer) {
 	t.Helper()
 	cfg, err := config.Parse("internal-test.yaml", []byte(cfgYAML))
 	require.NoError(t, err)
@@ -51,7 +33,7 @@ func newTestBridge(t *testing.T, cfgYAML string, gh ghclient.Client) (*Bridge, *
 	if gh == nil {
 		gh = &memGitHub{}
 	}
-	logs := &lockedBuffer{}
+	logs := &testsupport.SyncBuffer{}
 	b, err := New(Options{
 		Config: cfg, Journal: j, GitHub: gh, Auth: Auth{Insecure: true},
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -67,9 +49,11 @@ type memGitHub struct {
 	// bridge paths these tests drive call only those defined below.
 	ghclient.Client
 
-	mu     sync.Mutex
-	next   int
-	edits  []ghclient.Edit
+	mu      sync.Mutex
+	next    int
+	created []ghclient.NewIssue
+	edits   []ghclient.Edit
+	// onEdit, when set, runs during EditIssue, before it returns.
 	onEdit func(repo string, number int)
 }
 
@@ -81,6 +65,7 @@ func (m *memGitHub) CreateIssue(_ context.Context, repo string, in ghclient.NewI
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.next++
+	m.created = append(m.created, in)
 	return ghclient.Issue{Repo: repo, Number: m.next, Title: in.Title, Body: in.Body, State: ghclient.StateOpen, Labels: in.Labels}, nil
 }
 

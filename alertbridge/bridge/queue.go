@@ -24,6 +24,12 @@ type keyQueue struct {
 	busy   map[string]bool  // keys a worker holds
 	ready  []string         // keys with jobs and no worker, in arrival order
 	closed bool
+
+	// testHookWait, when set, is called with mu held just before take
+	// waits for a key. Since the wait releases mu atomically, a push or
+	// done that follows the call wakes the waiter: tests use it to know a
+	// worker is blocked in take. It is nil outside tests.
+	testHookWait func()
 }
 
 func newKeyQueue() *keyQueue {
@@ -61,6 +67,9 @@ func (q *keyQueue) take() (j job, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.ready) == 0 && !q.closed {
+		if q.testHookWait != nil {
+			q.testHookWait()
+		}
 		q.cond.Wait()
 	}
 	if q.closed {

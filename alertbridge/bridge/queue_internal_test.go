@@ -43,15 +43,27 @@ func TestKeyQueueFIFOPerKeyAndFairAcrossKeys(t *testing.T) {
 	assert.Empty(t, q.ready)
 }
 
+// waitingWorkers makes q report each worker that blocks in take.
+func waitingWorkers(q *keyQueue) <-chan struct{} {
+	waiting := make(chan struct{}, 64)
+	q.testHookWait = func() { waiting <- struct{}{} }
+	return waiting
+}
+
+// deadlockTimeout only turns a hang into a failure; no test waits for it
+// to pass.
+const deadlockTimeout = 10 * time.Second
+
 func TestKeyQueuePushToHeldKeyWaitsForDone(t *testing.T) {
 	q := newKeyQueue()
+	waiting := waitingWorkers(q)
 	q.push(job{id: "1", key: "k"})
 	j, ok := q.take()
 	require.True(t, ok)
 	q.push(job{id: "2", key: "k"})
 	assert.Empty(t, q.ready, "a key a worker holds is not ready, whatever is pushed to it")
 
-	got := make(chan job)
+	got := make(chan job, 1)
 	go func() {
 		j, ok := q.take()
 		if ok {
@@ -59,17 +71,18 @@ func TestKeyQueuePushToHeldKeyWaitsForDone(t *testing.T) {
 		}
 		close(got)
 	}()
+	// The second worker either takes the held key (wrong) or blocks in take.
 	select {
 	case j := <-got:
 		t.Fatalf("took %q while the key was held", j.id)
-	case <-time.After(20 * time.Millisecond):
+	case <-waiting:
 	}
 	q.done(j)
 	select {
 	case j, ok := <-got:
 		require.True(t, ok)
 		assert.Equal(t, "2", j.id)
-	case <-time.After(5 * time.Second):
+	case <-time.After(deadlockTimeout):
 		t.Fatal("done did not hand the key's next job to the waiting worker")
 	}
 }
@@ -94,6 +107,8 @@ func TestKeyQueueConcurrent(t *testing.T) {
 	for k := range keys {
 		lastSeen[k] = -1
 	}
+	var handledAll sync.WaitGroup
+	handledAll.Add(keys * perKey)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -117,6 +132,7 @@ func TestKeyQueueConcurrent(t *testing.T) {
 				holders[k].Add(-1)
 				q.done(j)
 				handled.Add(1)
+				handledAll.Done()
 			}
 		})
 	}
@@ -132,8 +148,13 @@ func TestKeyQueueConcurrent(t *testing.T) {
 		})
 	}
 	pushers.Wait()
-	require.Eventually(t, func() bool { return handled.Load() == keys*perKey }, 20*time.Second, time.Millisecond,
-		"handled %d of %d jobs", handled.Load(), keys*perKey)
+	allDone := make(chan struct{})
+	go func() { handledAll.Wait(); close(allDone) }()
+	select {
+	case <-allDone:
+	case <-time.After(deadlockTimeout):
+		t.Fatalf("handled %d of %d jobs", handled.Load(), keys*perKey)
+	}
 	q.close()
 	wg.Wait() // every worker returns once the queue is closed
 
@@ -148,6 +169,7 @@ func TestKeyQueueConcurrent(t *testing.T) {
 
 func TestKeyQueueCloseWakesWaitingWorkers(t *testing.T) {
 	q := newKeyQueue()
+	waiting := waitingWorkers(q)
 	var wg sync.WaitGroup
 	var refused atomic.Int32
 	for range 4 {
@@ -157,13 +179,15 @@ func TestKeyQueueCloseWakesWaitingWorkers(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(10 * time.Millisecond) // let them block in take
+	for range 4 {
+		<-waiting // every worker is blocked in take
+	}
 	q.close()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(deadlockTimeout):
 		t.Fatal("close did not wake the workers blocked in take")
 	}
 	assert.Equal(t, int32(4), refused.Load())

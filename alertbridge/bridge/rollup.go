@@ -2,22 +2,16 @@ package bridge
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/kubemedic/kubemedic/alertbridge/decide"
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
-	"github.com/kubemedic/kubemedic/alertbridge/journal"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
 	"github.com/kubemedic/kubemedic/alertbridge/render"
 )
@@ -26,7 +20,10 @@ import (
 // held back. Its members are written to a local file (durably, before the
 // journal entry is done) and gathered into one GitHub edit every RollupDelay,
 // so a storm of hundreds of groups costs a handful of calls, not hundreds.
+//
+// Lock order: b.mu and r.mu are never held together.
 type rollup struct {
+	// mu guards every field but repo.
 	mu      sync.Mutex
 	repo    string
 	number  int // 0 until the issue exists on GitHub
@@ -38,20 +35,8 @@ type rollup struct {
 	closed bool
 }
 
-// rollupFile is the roll-up's durable local state.
-type rollupFile struct {
-	Repo    string          `json:"repo"`
-	Number  int             `json:"number"`
-	Members []marker.Member `json:"members"`
-}
-
-func (b *Bridge) rollupDir() string { return filepath.Join(b.journal.Dir(), "rollups") }
-
-func (b *Bridge) rollupPath(repo string) string {
-	h := sha256.Sum256([]byte(repo))
-	return filepath.Join(b.rollupDir(), hex.EncodeToString(h[:8])+".json")
-}
-
+// sortedMembers returns the members in the body's order: by Since, then
+// key. Called with r.mu held.
 func (r *rollup) sortedMembers() []marker.Member {
 	out := make([]marker.Member, 0, len(r.members))
 	for _, m := range r.members {
@@ -66,93 +51,25 @@ func (r *rollup) sortedMembers() []marker.Member {
 	return out
 }
 
-// save writes the roll-up's local file. Called with r.mu held.
-func (b *Bridge) saveRollup(r *rollup) error {
-	data, err := json.Marshal(rollupFile{Repo: r.repo, Number: r.number, Members: r.sortedMembers()})
-	if err != nil {
-		return fmt.Errorf("encode roll-up of %s: %w", r.repo, err)
-	}
-	if err := os.MkdirAll(b.rollupDir(), 0o700); err != nil {
-		return fmt.Errorf("roll-up state: %w", err)
-	}
-	if err := journal.WriteFileAtomic(b.rollupPath(r.repo), data, 0o600); err != nil {
-		return fmt.Errorf("write roll-up state of %s: %w", r.repo, err)
-	}
-	return nil
+// view is the roll-up as the decisions see it. Called with r.mu held.
+func (r *rollup) view() decide.Rollup {
+	return decide.Rollup{Exists: r.number != 0, Version: r.version, Synced: r.synced, Finished: r.closed,
+		Members: r.sortedMembers()}
 }
 
-// adoptRollupLocked takes an open roll-up issue found while rebuilding.
-func (b *Bridge) adoptRollupLocked(repo string, is ghclient.Issue, t *tracked) {
-	if is.State != ghclient.StateOpen {
-		return
+// lockBridge takes b.mu for the roll-up code, telling the test hook first.
+func (b *Bridge) lockBridge(site string) {
+	if b.testHookBeforeLock != nil {
+		b.testHookBeforeLock(site)
 	}
-	if cur := b.rollups[repo]; cur != nil && cur.number > is.Number {
-		return
-	}
-	r := &rollup{repo: repo, number: is.Number, members: map[string]*marker.Member{}}
-	for _, m := range t.state.Members {
-		m := m
-		r.members[m.Key] = &m
-		b.trackMemberLocked(repo, m)
-	}
-	b.rollups[repo] = r
+	b.mu.Lock()
 }
 
-// trackMemberLocked routes a roll-up member's key to the roll-up, unless the
-// key has an issue of its own that is open or newer than its membership
-// (a key joins a roll-up when its old issue was closed beyond the window).
-func (b *Bridge) trackMemberLocked(repo string, m marker.Member) {
-	if t := b.byKey[m.Key]; t != nil && !t.inRollup && (t.open || t.createdAt.After(m.Since)) {
-		return
-	}
-	b.byKey[m.Key] = &tracked{repo: repo, inRollup: true, state: marker.State{Firing: firingPlaceholder(m.Firing)}}
-}
-
-// firingPlaceholder stands for n firing alerts of a roll-up member, whose
-// fingerprints the roll-up does not keep.
-func firingPlaceholder(n int) []string {
-	if n == 0 {
-		return nil
-	}
-	return []string{fmt.Sprintf("rollup:%d", n)}
-}
-
-// loadRollups reads the local roll-up files, which are newer than anything on
-// GitHub, and schedules a sync of each.
-func (b *Bridge) loadRollups() error {
-	files, err := filepath.Glob(filepath.Join(b.rollupDir(), "*.json"))
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("read roll-up state: %w", err)
-		}
-		var rf rollupFile
-		if err := json.Unmarshal(data, &rf); err != nil {
-			return fmt.Errorf("roll-up state %s: %w", f, err)
-		}
-		b.mu.Lock()
-		r := &rollup{repo: rf.Repo, number: rf.Number, members: map[string]*marker.Member{}, version: 1}
-		if gh := b.rollups[rf.Repo]; gh != nil && r.number == 0 {
-			// Created on GitHub just before a crash, not yet recorded here.
-			r.number = gh.number
-		}
-		for _, m := range rf.Members {
-			m := m
-			r.members[m.Key] = &m
-			b.trackMemberLocked(rf.Repo, m)
-		}
-		b.rollups[rf.Repo] = r
-		b.mu.Unlock()
-		b.log.Info("Loaded roll-up state", "repo", rf.Repo, "issue", r.number, "members", len(r.members))
-	}
-	if len(files) > 0 {
-		b.kickRollups()
-	}
-	return nil
-}
+// Sites of lockBridge, for the test hook.
+const (
+	lockSiteToRollup     = "toRollup"
+	lockSiteForgetRollup = "forgetRollup"
+)
 
 func (b *Bridge) inOpenRollup(repo, key string) bool {
 	b.mu.Lock()
@@ -167,15 +84,13 @@ func (b *Bridge) inOpenRollup(repo, key string) bool {
 	return ok && !r.closed
 }
 
-// toRollup records a group's state in its repository's roll-up.
-func (b *Bridge) toRollup(_ context.Context, log *slog.Logger, repo, key string, iss *render.Issue, ev decide.Event) error {
-	firing := ev.Firing()
-	// Lock order: b.mu and r.mu are never held together. A roll-up closed
-	// between the lookup and r.mu is finished: take a new one.
-	var r *rollup
+// lockOpenRollup returns repo's roll-up that is not finished, with r.mu
+// held, creating it when there is none. A roll-up finished between the
+// lookup and r.mu is dropped and the lookup repeated.
+func (b *Bridge) lockOpenRollup(repo string) *rollup {
 	for {
-		b.mu.Lock()
-		r = b.rollups[repo]
+		b.lockBridge(lockSiteToRollup)
+		r := b.rollups[repo]
 		if r == nil {
 			r = &rollup{repo: repo, members: map[string]*marker.Member{}}
 			b.rollups[repo] = r
@@ -183,7 +98,7 @@ func (b *Bridge) toRollup(_ context.Context, log *slog.Logger, repo, key string,
 		b.mu.Unlock()
 		r.mu.Lock()
 		if !r.closed {
-			break
+			return r
 		}
 		r.mu.Unlock()
 		b.mu.Lock()
@@ -192,18 +107,14 @@ func (b *Bridge) toRollup(_ context.Context, log *slog.Logger, repo, key string,
 		}
 		b.mu.Unlock()
 	}
-	m := r.members[key]
-	if m == nil {
-		m = &marker.Member{Key: key, Since: ev.Now}
-		r.members[key] = m
-	}
-	m.Title, m.Firing = iss.Title, len(firing)
-	switch {
-	case len(firing) == 0 && m.Resolved.IsZero():
-		m.Resolved = ev.Now
-	case len(firing) > 0:
-		m.Resolved = time.Time{}
-	}
+}
+
+// toRollup records a group's state in its repository's roll-up.
+func (b *Bridge) toRollup(_ context.Context, log *slog.Logger, repo, key string, iss *render.Issue, ev decide.Event) error {
+	firing := ev.Firing()
+	r := b.lockOpenRollup(repo)
+	m := decide.RollupMember(r.members[key], key, iss.Title, len(firing), ev.Now)
+	r.members[key] = &m
 	r.version++
 	err := b.saveRollup(r)
 	r.mu.Unlock()
@@ -259,57 +170,50 @@ func (b *Bridge) rollupLoop(ctx context.Context) {
 	}
 }
 
+// syncRollup sends the roll-up's latest version to GitHub: it reads the
+// roll-up, asks decide what to send, renders the issue and sends it, then
+// records what GitHub has.
 func (b *Bridge) syncRollup(ctx context.Context, r *rollup) error {
 	r.mu.Lock()
-	if r.closed || r.version == r.synced {
-		r.mu.Unlock()
-		return nil
-	}
-	version, number, members := r.version, r.number, r.sortedMembers()
+	st, number := r.view(), r.number
 	r.mu.Unlock()
-	if len(members) == 0 {
+	plan := decide.PlanRollupSync(st, b.cfg.AutoClose)
+	if !plan.Send {
 		return nil
 	}
-
-	firing := 0
-	for _, m := range members {
-		if m.Firing > 0 {
-			firing++
-		}
-	}
-	body, err := marker.Append(b.rollupBody(r.repo, members), marker.RollupKey, marker.State{Members: members})
+	body, err := marker.Append(render.RollupBody(r.repo, b.cfg.StormGuard, st.Members), marker.RollupKey,
+		marker.State{Members: st.Members})
 	if err != nil {
-		return err
+		return fmt.Errorf("roll-up issue of %s: %w", r.repo, err)
 	}
-	closing := firing == 0 && b.cfg.AutoClose
-	// A roll-up created with every member already resolved is closed by the
-	// next sync: closing a brand new issue in the same breath helps nobody.
-	closeNext := false
-	if number == 0 {
+	if plan.Create {
 		is, err := b.gh.CreateIssue(ctx, r.repo, ghclient.NewIssue{
-			Title:  fmt.Sprintf("Alert storm in %s: alert groups held back by the storm guard (%s)", r.repo, members[0].Since.UTC().Format("2006-01-02 15:04 MST")),
+			Title:  render.RollupTitle(r.repo, st.Members[0].Since),
 			Body:   body,
-			Labels: []string{b.cfg.IdentityLabel, "alert-storm"},
+			Labels: render.RollupLabels(b.cfg.IdentityLabel),
 		})
 		if err != nil {
-			return fmt.Errorf("create roll-up issue: %w", err)
+			return fmt.Errorf("create roll-up issue in %s: %w", r.repo, err)
 		}
 		number = is.Number
-		b.log.Warn("Filed roll-up issue for an alert storm", "repo", r.repo, "issue", number, "groups", len(members))
-		closeNext, closing = closing, false
+		b.log.Warn("Filed roll-up issue for an alert storm", "repo", r.repo, "issue", number, "groups", len(st.Members))
 	} else {
-		// Only ever close: a roll-up a human closed (or closed as not
-		// planned) stays closed; the bridge keeps its table current.
 		edit := ghclient.Edit{Body: &body}
-		if closing {
+		if plan.Close {
 			state, reason := ghclient.StateClosed, ghclient.ReasonCompleted
 			edit.State, edit.StateReason = &state, &reason
 		}
 		if _, err := b.gh.EditIssue(ctx, r.repo, number, edit); err != nil {
-			return fmt.Errorf("edit roll-up issue #%d: %w", number, err)
+			return fmt.Errorf("edit roll-up issue %s#%d: %w", r.repo, number, err)
 		}
 	}
+	return b.recordRollupSync(r, plan, st.Version, number)
+}
 
+// recordRollupSync records a sync GitHub accepted: the issue's number, the
+// version it has, and, once it is closed with every member resolved,
+// forgets the roll-up and its members so the next storm files a new one.
+func (b *Bridge) recordRollupSync(r *rollup, plan decide.RollupSync, sent, number int) error {
 	r.mu.Lock()
 	if r.number == 0 {
 		r.number = number
@@ -318,34 +222,27 @@ func (b *Bridge) syncRollup(ctx context.Context, r *rollup) error {
 			return err
 		}
 	}
-	if r.version != version {
-		r.mu.Unlock()
-		b.kickRollups()
-		return nil
-	}
-	r.synced = version
-	if !closing {
-		if closeNext {
-			r.synced--
+	after := decide.AfterRollupSync(plan, sent, decide.Rollup{Exists: true, Version: r.version, Synced: r.synced})
+	r.synced, r.closed = after.Synced, after.Finished
+	var keys []string
+	var err error
+	if after.Finished {
+		for key := range r.members {
+			keys = append(keys, key)
 		}
-		r.mu.Unlock()
-		if closeNext {
-			b.kickRollups()
-		}
-		return nil
+		err = os.Remove(b.rollupPath(r.repo))
 	}
-	// Finished: forget it, so the next storm files a new roll-up.
-	r.closed = true
-	keys := make([]string, 0, len(r.members))
-	for key := range r.members {
-		keys = append(keys, key)
-	}
-	err = os.Remove(b.rollupPath(r.repo))
 	r.mu.Unlock()
+	if after.Again {
+		b.kickRollups()
+	}
+	if !after.Finished {
+		return nil
+	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove roll-up state: %w", err)
 	}
-	b.mu.Lock()
+	b.lockBridge(lockSiteForgetRollup)
 	for _, key := range keys {
 		if t := b.byKey[key]; t != nil && t.inRollup {
 			delete(b.byKey, key)
@@ -357,35 +254,4 @@ func (b *Bridge) syncRollup(ctx context.Context, r *rollup) error {
 	b.mu.Unlock()
 	b.log.Info("Closed roll-up issue: every group resolved", "repo", r.repo, "issue", number)
 	return nil
-}
-
-func (b *Bridge) rollupBody(repo string, members []marker.Member) string {
-	firing := 0
-	for _, m := range members {
-		if m.Firing > 0 {
-			firing++
-		}
-	}
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "## Alert storm in %s\n\n", repo)
-	fmt.Fprintf(&sb, "The storm guard files at most %d new issues per %s in this repository. "+
-		"These %d alert groups fired beyond that; they are tracked here instead of in issues of their own. "+
-		"This issue is updated as they resolve and closes when all of them have.\n\n",
-		b.cfg.StormGuard.MaxNewIssues, b.cfg.StormGuard.Window, len(members))
-	fmt.Fprintf(&sb, "**Firing: %d · Resolved: %d**\n\n", firing, len(members)-firing)
-	sb.WriteString("| Alert group | Firing alerts | Since | Resolved |\n|---|---|---|---|\n")
-	const maxRows = 200
-	for i, m := range members {
-		if i == maxRows {
-			fmt.Fprintf(&sb, "\n… and %d more groups.\n", len(members)-maxRows)
-			break
-		}
-		resolved := ""
-		if !m.Resolved.IsZero() {
-			resolved = m.Resolved.UTC().Format("2006-01-02 15:04:05 MST")
-		}
-		fmt.Fprintf(&sb, "| %s | %d | %s | %s |\n", strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ").Replace(m.Title), m.Firing,
-			m.Since.UTC().Format("2006-01-02 15:04:05 MST"), resolved)
-	}
-	return sb.String()
 }

@@ -7,15 +7,20 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kubemedic/kubemedic/alertbridge/payload"
 	"github.com/kubemedic/kubemedic/alertbridge/render"
 )
 
-func promhttpHandler(g prometheus.Gatherer) http.Handler {
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+// Handler serves /webhook, /healthz, /readyz and /metrics.
+func (b *Bridge) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/webhook", b.serveWebhook)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", b.serveReady)
+	mux.Handle("/metrics", promhttp.HandlerFor(b.opts.Gatherer, promhttp.HandlerOpts{}))
+	return mux
 }
 
 // serveWebhook answers 200 only after the payload is in the journal.

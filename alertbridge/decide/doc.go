@@ -6,5 +6,7 @@
 // acts on its answers. Every rule an on-call SRE relies on lives here and is
 // table-tested: the reopen window, never reopening an issue a human closed as
 // not planned or marked with the ignore label, auto-close and its opt-out,
-// the storm guard and the suppression of identical consecutive comments.
+// the storm guard and the suppression of identical consecutive comments,
+// and the roll-up issue's life: a member's start and resolve, when a sync
+// files, edits or closes the roll-up, and when it is finished.
 package decide

@@ -1,7 +1,6 @@
 package ghclient_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -21,27 +20,10 @@ import (
 
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
+	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 const repo = "acme/gpu-alerts"
-
-// syncBuffer is a log sink safe for the client's concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // env is one client against one fake GitHub sharing one fake clock. Waits
 // are recorded and step the clock instead of sleeping.
@@ -50,7 +32,7 @@ type env struct {
 	clock  *testingclock.FakeClock
 	client ghclient.Client
 	reg    *prometheus.Registry
-	logs   *syncBuffer
+	logs   *testsupport.SyncBuffer
 
 	mu    sync.Mutex
 	waits []time.Duration
@@ -60,7 +42,7 @@ type env struct {
 
 func newEnv(t *testing.T, mutate ...func(*ghclient.Options)) *env {
 	t.Helper()
-	e := &env{fake: ghfake.New(), logs: &syncBuffer{}}
+	e := &env{fake: ghfake.New(), logs: &testsupport.SyncBuffer{}}
 	t.Cleanup(e.fake.Close)
 	e.clock = testingclock.NewFakeClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
 	e.fake.SetClock(e.clock)

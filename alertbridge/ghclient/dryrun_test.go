@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
+	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 type wouldCall struct {
@@ -38,7 +39,7 @@ func wouldCalls(t *testing.T, logs string) []wouldCall {
 func TestDryRunLogsWritesAndSendsNothing(t *testing.T) {
 	e := newEnv(t)
 	existing := e.fake.AddIssue(repo, "GPULost on node-3", "old", "kubemedic")
-	logs := &syncBuffer{}
+	logs := &testsupport.SyncBuffer{}
 	dry := ghclient.NewDryRun(slog.New(slog.NewJSONHandler(logs, nil)), e.client)
 	ctx := context.Background()
 

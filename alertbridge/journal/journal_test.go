@@ -16,31 +16,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubemedic/kubemedic/alertbridge/journal"
+	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 // t0 is the fake "now" the tests step by hand; time is an input to Append.
 var t0 = time.Date(2026, 3, 4, 10, 15, 30, 123456789, time.UTC)
 
-// syncBuffer is a log sink that is safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newLogger() (*slog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
+func newLogger() (*slog.Logger, *testsupport.SyncBuffer) {
+	buf := &testsupport.SyncBuffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 

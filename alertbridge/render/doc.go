@@ -1,6 +1,8 @@
 // Package render turns one Alertmanager alert group into the GitHub issue
 // the bridge files for it: repository, dedupe key, title, body, labels and
 // assignees, from the config's routes and templates or the defaults here.
+// It also writes the storm guard's roll-up issue: its title, labels and the
+// table of the groups it holds.
 //
 // It is pure: no network, no clock, no GitHub. What must hold: the same
 // group always renders the same key (so it always finds the same issue);

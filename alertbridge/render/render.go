@@ -128,6 +128,12 @@ func Render(cfg *config.Config, msg *payload.Message) (*Issue, error) {
 	return iss, nil
 }
 
+// LinkPrevious puts the link to a key's previous issue before the body of
+// the new issue filed when the group fired again after the reopen window.
+func LinkPrevious(body string, previous int) string {
+	return fmt.Sprintf("Fired again after the reopen window; previous occurrence: #%d.\n\n%s", previous, body)
+}
+
 // title renders the config's title, falling back to the default when it
 // renders empty; "" when both do.
 func title(cfg *config.Config, msg *payload.Message) (string, error) {

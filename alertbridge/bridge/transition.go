@@ -134,7 +134,7 @@ func alertName(labels, common map[string]string) string {
 func (b *Bridge) create(ctx context.Context, log *slog.Logger, j job, id string, iss *render.Issue, ev decide.Event, act decide.Action) error {
 	body := iss.Body
 	if act.LinkTo > 0 {
-		body = fmt.Sprintf("Fired again after the reopen window; previous occurrence: #%d.\n\n%s", act.LinkTo, body)
+		body = render.LinkPrevious(body, act.LinkTo)
 	}
 	body, err := marker.Append(body, iss.KeyHash, marker.State{Firing: ev.Firing(), Applied: id})
 	if err != nil {
