@@ -154,7 +154,7 @@ func TestAPIServer(t *testing.T) {
 	t.Run("NodeOperation spec is immutable, status is not", func(t *testing.T) {
 		op := &v1alpha1.NodeOperation{
 			ObjectMeta: metav1.ObjectMeta{Name: "planned-reboot-immutable"},
-			Spec:       v1alpha1.NodeOperationSpec{NodeName: "gpu-node-000", Operation: "reboot", Reason: "planned firmware update"},
+			Spec:       v1alpha1.NodeOperationSpec{NodeName: "gpu-node-000", StepAction: v1alpha1.StepAction{Operation: "reboot"}, Reason: "planned firmware update"},
 		}
 		require.NoError(t, env.Client.Create(ctx, op))
 		op.Status.Phase = v1alpha1.PhaseWaitingForBudget

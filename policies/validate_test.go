@@ -20,9 +20,9 @@ func basePolicy() *v1alpha1.RemediationPolicy {
 		Spec: v1alpha1.RemediationPolicySpec{
 			Conditions: []v1alpha1.ConditionMatch{{Type: "GPUXidError", Reason: "XidResetRequired"}},
 			Steps: []v1alpha1.RemediationStep{
-				{Name: "reset", Operation: "reset-gpu"},
-				{Name: "reboot", Operation: "reboot", Drain: &v1alpha1.DrainSpec{}},
-				{Name: "hold", Quarantine: true},
+				{Name: "reset", StepAction: v1alpha1.StepAction{Operation: "reset-gpu"}},
+				{Name: "reboot", StepAction: v1alpha1.StepAction{Operation: "reboot", Drain: &v1alpha1.DrainSpec{}}},
+				{Name: "hold", StepAction: v1alpha1.StepAction{Quarantine: true}},
 			},
 		},
 	}

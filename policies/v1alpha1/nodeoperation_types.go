@@ -43,15 +43,9 @@ type NodeOperationSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	NodeName string `json:"nodeName"`
 
-	// Operation names the NodeOperationTemplate to run.
-	// +optional
-	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
-	Operation string `json:"operation,omitempty"`
-
-	// Quarantine cordons and taints the node instead of running an operation.
-	// +optional
-	Quarantine bool `json:"quarantine,omitempty"`
+	// StepAction is what the operation does: a template or a quarantine,
+	// with cordon, drain, timeout and urgency.
+	StepAction `json:",inline"`
 
 	// Policy is the RemediationPolicy that created the operation; empty for
 	// manual operations, whose safety limits are then those of every policy
@@ -64,21 +58,6 @@ type NodeOperationSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Step string `json:"step,omitempty"`
-
-	// Cordon marks the node unschedulable first.
-	// +optional
-	Cordon bool `json:"cordon,omitempty"`
-
-	// Drain evicts pods first; it implies cordon.
-	// +optional
-	Drain *DrainSpec `json:"drain,omitempty"`
-
-	// Timeout bounds the operation; empty takes the template's.
-	// +optional
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// HealthyFor is how long the trigger condition must stay False before the
 	// operation succeeds. Zero skips the condition check.
@@ -96,10 +75,6 @@ type NodeOperationSpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	RecoveryTimeout *metav1.Duration `json:"recoveryTimeout,omitempty"`
-
-	// Urgent lets the operation run outside maintenance windows.
-	// +optional
-	Urgent bool `json:"urgent,omitempty"`
 
 	// DryRun records the decision without touching the node.
 	// +optional

@@ -135,14 +135,43 @@ type RemediationStep struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
+	// StepAction is what the step does: the operation, cordon, drain,
+	// timeout and urgency, copied as one into the NodeOperation it makes.
+	StepAction `json:",inline"`
+
+	// HealthyFor is how long the triggering condition must stay False after
+	// the operation before the step counts as a success and the node is
+	// uncordoned.
+	// +optional
+	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
+	HealthyFor *metav1.Duration `json:"healthyFor,omitempty"`
+
+	// RecoveryTimeout is how long to wait, after the operation, for the
+	// condition to clear before escalating to the next step.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
+	RecoveryTimeout *metav1.Duration `json:"recoveryTimeout,omitempty"`
+}
+
+// StepAction is what a ladder step does to a node. RemediationStep and
+// NodeOperationSpec share it, so an operation made from a step is one copy
+// and the two cannot drift. Exactly one of operation and quarantine is set.
+type StepAction struct {
 	// Operation names the NodeOperationTemplate to run.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Operation string `json:"operation,omitempty"`
 
-	// Quarantine makes this step cordon and taint the node and stop: no
-	// operation runs, and a human decides what happens next.
+	// Quarantine cordons the node and taints it kubemedic.io/quarantined
+	// instead of running an operation, and stops: a human decides what
+	// happens next.
 	// +optional
 	Quarantine bool `json:"quarantine,omitempty"`
 
@@ -163,27 +192,8 @@ type RemediationStep struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
-	// HealthyFor is how long the triggering condition must stay False after
-	// the operation before the step counts as a success and the node is
-	// uncordoned.
-	// +optional
-	// +kubebuilder:default="2m"
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
-	HealthyFor *metav1.Duration `json:"healthyFor,omitempty"`
-
-	// RecoveryTimeout is how long to wait, after the operation, for the
-	// condition to clear before escalating to the next step.
-	// +optional
-	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
-	RecoveryTimeout *metav1.Duration `json:"recoveryTimeout,omitempty"`
-
-	// Urgent lets the step run outside the maintenance windows. Every other
-	// safety limit still applies.
+	// Urgent lets the operation run outside the maintenance windows. Every
+	// other safety limit still applies.
 	// +optional
 	Urgent bool `json:"urgent,omitempty"`
 }

@@ -39,8 +39,7 @@ func testOp(mut ...func(*v1alpha1.NodeOperation)) *v1alpha1.NodeOperation {
 	op := &v1alpha1.NodeOperation{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu-lost.gpu-017.1a2b3c-0"},
 		Spec: v1alpha1.NodeOperationSpec{
-			NodeName: "gpu-017", Operation: "reset-gpu", Policy: "gpu-lost", Step: "reset",
-			Drain: &v1alpha1.DrainSpec{Mode: v1alpha1.DrainEvict, Timeout: &metav1.Duration{Duration: 10 * time.Minute}},
+			NodeName: "gpu-017", StepAction: v1alpha1.StepAction{Operation: "reset-gpu", Drain: &v1alpha1.DrainSpec{Mode: v1alpha1.DrainEvict, Timeout: &metav1.Duration{Duration: 10 * time.Minute}}}, Policy: "gpu-lost", Step: "reset",
 			Trigger: &v1alpha1.TriggerCondition{
 				Type: v1alpha1.ConditionGPULost, Status: corev1.ConditionTrue, Reason: "GPUCountMismatch",
 				Message:            "GPUCountMismatch: 7 of 8 GPUs; missing 0000:3b:00.0",

@@ -59,7 +59,9 @@ func bootID(id string) opOpt { return func(o *v1alpha1.NodeOperation) { o.Status
 
 func podName(o *v1alpha1.NodeOperation) { o.Status.PodName = o.Name }
 
-func opTimeout(d time.Duration) opOpt { return func(o *v1alpha1.NodeOperation) { o.Spec.Timeout = dur(d) } }
+func opTimeout(d time.Duration) opOpt {
+	return func(o *v1alpha1.NodeOperation) { o.Spec.Timeout = dur(d) }
+}
 
 func recovery(d time.Duration) opOpt {
 	return func(o *v1alpha1.NodeOperation) { o.Spec.RecoveryTimeout = dur(d) }

@@ -269,14 +269,11 @@ func NewOperation(p *Policy, n *corev1.Node, m Match, episode string, idx int) *
 	}
 	st := steps[idx]
 	op.Spec.Step = st.Name
-	op.Spec.Operation = st.Operation
-	op.Spec.Quarantine = st.Quarantine
+	op.Spec.StepAction = *st.StepAction.DeepCopy()
 	op.Spec.Cordon = st.Cordon || st.Drain != nil
-	op.Spec.Drain = st.Drain.DeepCopy()
-	op.Spec.Timeout = st.Timeout.DeepCopy()
+	op.Spec.Urgent = st.Urgent || st.Quarantine
 	op.Spec.HealthyFor = st.HealthyFor.DeepCopy()
 	op.Spec.RecoveryTimeout = st.RecoveryTimeout.DeepCopy()
-	op.Spec.Urgent = st.Urgent || st.Quarantine
 	op.Spec.Reason = fmt.Sprintf("%s: step %d of %d (%s) of policy %s", cond, idx+1, len(steps), st.Name, p.Name())
 	if st.Quarantine {
 		op.Spec.Reason = fmt.Sprintf("%s: %s", v1alpha1.ReasonLadderExhausted, op.Spec.Reason)

@@ -25,8 +25,8 @@ func TestEvaluate(t *testing.T) {
 		return matching(v1alpha1.ConditionMatch{Type: v1alpha1.ConditionGPUXidError, Reason: reason})
 	}
 	withQuarantineStep := steps(
-		v1alpha1.RemediationStep{Name: "reset", Operation: "reset-gpu"},
-		v1alpha1.RemediationStep{Name: "hold", Quarantine: true},
+		v1alpha1.RemediationStep{Name: "reset", StepAction: v1alpha1.StepAction{Operation: "reset-gpu"}},
+		v1alpha1.RemediationStep{Name: "hold", StepAction: v1alpha1.StepAction{Quarantine: true}},
 	)
 	failed := ran(v1alpha1.PhaseFailed, ago(9*time.Minute), ago(8*time.Minute))
 	nodesN := func(n, unhealthy int) []*corev1.Node {
@@ -527,24 +527,22 @@ func TestEvaluateOperation(t *testing.T) {
 		{
 			desc: "a drained step: cordon implied, drain defaulted, durations and urgent copied, dryRun from the policy",
 			policy: policy(t, "gpu", dryRun, steps(v1alpha1.RemediationStep{
-				Name: "reboot", Operation: "reboot",
-				Drain:   &v1alpha1.DrainSpec{Mode: v1alpha1.DrainDeleteAfterTimeout, Rules: []v1alpha1.DrainRule{{Namespaces: []string{"batch"}, Mode: v1alpha1.DrainSkip}}},
-				Timeout: dur(20 * time.Minute), HealthyFor: dur(3 * time.Minute), RecoveryTimeout: dur(15 * time.Minute), Urgent: true,
+				Name: "reboot", StepAction: v1alpha1.StepAction{Operation: "reboot", Drain: &v1alpha1.DrainSpec{Mode: v1alpha1.DrainDeleteAfterTimeout, Rules: []v1alpha1.DrainRule{{Namespaces: []string{"batch"}, Mode: v1alpha1.DrainSkip}}}, Timeout: dur(20 * time.Minute), Urgent: true},
+				HealthyFor: dur(3 * time.Minute), RecoveryTimeout: dur(15 * time.Minute),
 			})),
 			want: v1alpha1.NodeOperationSpec{
-				NodeName: "gpu-1", Operation: "reboot", Policy: "gpu", Step: "reboot", Cordon: true,
-				Drain:   &v1alpha1.DrainSpec{Timeout: dur(10 * time.Minute), Mode: v1alpha1.DrainDeleteAfterTimeout, Rules: []v1alpha1.DrainRule{{Namespaces: []string{"batch"}, Mode: v1alpha1.DrainSkip}}},
-				Timeout: dur(20 * time.Minute), HealthyFor: dur(3 * time.Minute), RecoveryTimeout: dur(15 * time.Minute),
-				Urgent: true, DryRun: true, Trigger: trigger,
+				NodeName: "gpu-1", StepAction: v1alpha1.StepAction{Operation: "reboot", Cordon: true, Drain: &v1alpha1.DrainSpec{Timeout: dur(10 * time.Minute), Mode: v1alpha1.DrainDeleteAfterTimeout, Rules: []v1alpha1.DrainRule{{Namespaces: []string{"batch"}, Mode: v1alpha1.DrainSkip}}}, Timeout: dur(20 * time.Minute), Urgent: true}, Policy: "gpu", Step: "reboot",
+				HealthyFor: dur(3 * time.Minute), RecoveryTimeout: dur(15 * time.Minute),
+				DryRun: true, Trigger: trigger,
 			},
 			wantIdx:    "0",
 			wantReason: []string{"GPUXidError=True (XidRebootRequired) since 2026-03-04T11:50:00Z", "step 1 of 1 (reboot) of policy gpu"},
 		},
 		{
 			desc:   "a plain step: no cordon, no drain, the template's timeout, default healthyFor and recoveryTimeout",
-			policy: policy(t, "gpu", steps(v1alpha1.RemediationStep{Name: "reset", Operation: "reset-gpu"})),
+			policy: policy(t, "gpu", steps(v1alpha1.RemediationStep{Name: "reset", StepAction: v1alpha1.StepAction{Operation: "reset-gpu"}})),
 			want: v1alpha1.NodeOperationSpec{
-				NodeName: "gpu-1", Operation: "reset-gpu", Policy: "gpu", Step: "reset",
+				NodeName: "gpu-1", StepAction: v1alpha1.StepAction{Operation: "reset-gpu"}, Policy: "gpu", Step: "reset",
 				HealthyFor: dur(2 * time.Minute), RecoveryTimeout: dur(10 * time.Minute), Trigger: trigger,
 			},
 			wantIdx:    "0",
@@ -552,9 +550,9 @@ func TestEvaluateOperation(t *testing.T) {
 		},
 		{
 			desc:   "cordon without drain",
-			policy: policy(t, "gpu", steps(v1alpha1.RemediationStep{Name: "reset", Operation: "reset-gpu", Cordon: true, HealthyFor: dur(0)})),
+			policy: policy(t, "gpu", steps(v1alpha1.RemediationStep{Name: "reset", StepAction: v1alpha1.StepAction{Operation: "reset-gpu", Cordon: true}, HealthyFor: dur(0)})),
 			want: v1alpha1.NodeOperationSpec{
-				NodeName: "gpu-1", Operation: "reset-gpu", Policy: "gpu", Step: "reset", Cordon: true,
+				NodeName: "gpu-1", StepAction: v1alpha1.StepAction{Operation: "reset-gpu", Cordon: true}, Policy: "gpu", Step: "reset",
 				HealthyFor: dur(0), RecoveryTimeout: dur(10 * time.Minute), Trigger: trigger,
 			},
 			wantIdx: "0",
@@ -564,8 +562,7 @@ func TestEvaluateOperation(t *testing.T) {
 			policy: policy(t, "gpu"),
 			ops:    []*v1alpha1.NodeOperation{op("s0", "gpu-1", of("gpu", ep, 0), ran(v1alpha1.PhaseFailed, ago(9*time.Minute), ago(8*time.Minute)))},
 			want: v1alpha1.NodeOperationSpec{
-				NodeName: "gpu-1", Operation: "reboot", Policy: "gpu", Step: "reboot", Cordon: true,
-				Drain:      &v1alpha1.DrainSpec{Timeout: dur(10 * time.Minute), Mode: v1alpha1.DrainEvict},
+				NodeName: "gpu-1", StepAction: v1alpha1.StepAction{Operation: "reboot", Cordon: true, Drain: &v1alpha1.DrainSpec{Timeout: dur(10 * time.Minute), Mode: v1alpha1.DrainEvict}}, Policy: "gpu", Step: "reboot",
 				HealthyFor: dur(2 * time.Minute), RecoveryTimeout: dur(10 * time.Minute), Trigger: trigger,
 			},
 			wantIdx:    "1",
@@ -579,7 +576,7 @@ func TestEvaluateOperation(t *testing.T) {
 				op("s1", "gpu-1", of("gpu", ep, 1), ran(v1alpha1.PhaseFailed, ago(8*time.Minute), ago(7*time.Minute))),
 			},
 			want: v1alpha1.NodeOperationSpec{
-				NodeName: "gpu-1", Policy: "gpu", Quarantine: true, Urgent: true, Trigger: trigger,
+				NodeName: "gpu-1", Policy: "gpu", StepAction: v1alpha1.StepAction{Quarantine: true, Urgent: true}, Trigger: trigger,
 			},
 			wantIdx:    "2",
 			wantReason: []string{"LadderExhausted: every step of policy gpu failed on GPUXidError=True (XidRebootRequired)"},

@@ -105,8 +105,8 @@ func policy(t *testing.T, name string, opts ...policyOpt) *Policy {
 		Spec: v1alpha1.RemediationPolicySpec{
 			Conditions: []v1alpha1.ConditionMatch{{Type: v1alpha1.ConditionGPUXidError, Reason: v1alpha1.ReasonXidRebootRequired}},
 			Steps: []v1alpha1.RemediationStep{
-				{Name: "reset", Operation: "reset-gpu"},
-				{Name: "reboot", Operation: "reboot", Drain: &v1alpha1.DrainSpec{}},
+				{Name: "reset", StepAction: v1alpha1.StepAction{Operation: "reset-gpu"}},
+				{Name: "reboot", StepAction: v1alpha1.StepAction{Operation: "reboot", Drain: &v1alpha1.DrainSpec{}}},
 			},
 			// Generous by default so that each case trips only the limit it
 			// is about.
@@ -200,7 +200,7 @@ type opOpt func(*v1alpha1.NodeOperation)
 func op(name, nodeName string, opts ...opOpt) *v1alpha1.NodeOperation {
 	o := &v1alpha1.NodeOperation{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
-		Spec:       v1alpha1.NodeOperationSpec{NodeName: nodeName, Operation: "reset-gpu"},
+		Spec:       v1alpha1.NodeOperationSpec{NodeName: nodeName, StepAction: v1alpha1.StepAction{Operation: "reset-gpu"}},
 	}
 	for _, f := range opts {
 		f(o)

@@ -19,7 +19,7 @@ func TestCompile(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: "gpu"},
 			Spec: v1alpha1.RemediationPolicySpec{
 				Conditions: []v1alpha1.ConditionMatch{{Type: v1alpha1.ConditionGPUXidError}},
-				Steps:      []v1alpha1.RemediationStep{{Name: "reset", Operation: "reset-gpu"}},
+				Steps:      []v1alpha1.RemediationStep{{Name: "reset", StepAction: v1alpha1.StepAction{Operation: "reset-gpu"}}},
 			},
 		}
 	}
@@ -64,7 +64,7 @@ func TestCompileDefaults(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu", Annotations: map[string]string{v1alpha1.AnnotationResetBreaker: "1"}},
 		Spec: v1alpha1.RemediationPolicySpec{
 			Conditions: []v1alpha1.ConditionMatch{{Type: v1alpha1.ConditionGPUXidError}},
-			Steps:      []v1alpha1.RemediationStep{{Name: "reboot", Operation: "reboot", Drain: &v1alpha1.DrainSpec{}}},
+			Steps:      []v1alpha1.RemediationStep{{Name: "reboot", StepAction: v1alpha1.StepAction{Operation: "reboot", Drain: &v1alpha1.DrainSpec{}}}},
 			Safety:     v1alpha1.Safety{AttemptCap: &v1alpha1.AttemptCap{MaxAttempts: 3}, MaintenanceWindows: []v1alpha1.MaintenanceWindow{{Start: "22:00", End: "23:00"}}},
 		},
 		Status: v1alpha1.RemediationPolicyStatus{LastBreakerReset: "0"},

@@ -25,9 +25,9 @@ func xidPolicy(rebootTimeout time.Duration) *v1alpha1.RemediationPolicy {
 			Conditions: []v1alpha1.ConditionMatch{{Type: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue,
 				Reason: v1alpha1.ReasonXidResetRequired, For: dur(time.Second)}},
 			Steps: []v1alpha1.RemediationStep{
-				{Name: "reset-gpu", Operation: opFail, Cordon: true, Timeout: dur(20 * time.Second),
+				{Name: "reset-gpu", StepAction: v1alpha1.StepAction{Operation: opFail, Cordon: true, Timeout: dur(20 * time.Second)},
 					HealthyFor: dur(time.Second), RecoveryTimeout: dur(20 * time.Second)},
-				{Name: "reboot", Operation: opHang, Cordon: true, Timeout: dur(rebootTimeout),
+				{Name: "reboot", StepAction: v1alpha1.StepAction{Operation: opHang, Cordon: true, Timeout: dur(rebootTimeout)},
 					HealthyFor: dur(time.Second), RecoveryTimeout: dur(20 * time.Second)},
 			},
 			Safety: v1alpha1.Safety{MaxUnhealthy: &all, MaxConcurrent: &two, NodeCooldown: dur(time.Hour)},

@@ -29,9 +29,7 @@ func gpuLostPolicy(name, operation string, drainTimeout time.Duration) *v1alpha1
 			NodeSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: localcluster.LabelGPUCount, Operator: metav1.LabelSelectorOpExists}}},
 			Conditions:   []v1alpha1.ConditionMatch{{Type: v1alpha1.ConditionGPULost, Status: corev1.ConditionTrue, For: dur(time.Second)}},
 			Steps: []v1alpha1.RemediationStep{{
-				Name: "reset", Operation: operation,
-				Drain:      &v1alpha1.DrainSpec{Timeout: dur(drainTimeout), Mode: v1alpha1.DrainEvict},
-				Timeout:    dur(30 * time.Second),
+				Name: "reset", StepAction: v1alpha1.StepAction{Operation: operation, Drain: &v1alpha1.DrainSpec{Timeout: dur(drainTimeout), Mode: v1alpha1.DrainEvict}, Timeout: dur(30 * time.Second)},
 				HealthyFor: dur(2 * time.Second), RecoveryTimeout: dur(60 * time.Second),
 			}},
 			Safety: v1alpha1.Safety{MaxUnhealthy: &all, MaxConcurrent: &two, NodeCooldown: dur(0)},

@@ -46,8 +46,7 @@ func limPolicy(name, operation string, nodes ...string) *v1alpha1.RemediationPol
 				{Key: corev1.LabelHostname, Operator: metav1.LabelSelectorOpIn, Values: nodes}}},
 			Conditions: []v1alpha1.ConditionMatch{{Type: v1alpha1.ConditionGPULost, Status: corev1.ConditionTrue, For: dur(time.Second)}},
 			Steps: []v1alpha1.RemediationStep{{
-				Name: "reset", Operation: operation, Cordon: true,
-				Timeout:    dur(30 * time.Second),
+				Name: "reset", StepAction: v1alpha1.StepAction{Operation: operation, Cordon: true, Timeout: dur(30 * time.Second)},
 				HealthyFor: dur(time.Second), RecoveryTimeout: dur(60 * time.Second),
 			}},
 			Safety: v1alpha1.Safety{MaxUnhealthy: &all, MaxConcurrent: &all, NodeCooldown: dur(0)},
@@ -475,7 +474,7 @@ func TestLimitsManualOperationBudget(t *testing.T) {
 
 	manual := &v1alpha1.NodeOperation{
 		ObjectMeta: metav1.ObjectMeta{Name: "planned-maintenance-" + planned},
-		Spec: v1alpha1.NodeOperationSpec{NodeName: planned, Operation: opSucceed, Cordon: true,
+		Spec: v1alpha1.NodeOperationSpec{NodeName: planned, StepAction: v1alpha1.StepAction{Operation: opSucceed, Cordon: true},
 			Reason: "planned maintenance"},
 	}
 	require.NoError(t, env.Client.Create(ctx, manual))

@@ -129,8 +129,7 @@ func TestDrainNotifiesOwners(t *testing.T) {
 	require.NoError(t, err)
 	manual := &v1alpha1.NodeOperation{
 		ObjectMeta: metav1.ObjectMeta{Name: "firmware-" + planned, Annotations: map[string]string{v1alpha1.AnnotationGitHubIssue: opIssue}},
-		Spec: v1alpha1.NodeOperationSpec{NodeName: planned, Operation: opDrain, Reason: "NVSwitch firmware update",
-			Drain: &v1alpha1.DrainSpec{Timeout: dur(time.Minute)}},
+		Spec:       v1alpha1.NodeOperationSpec{NodeName: planned, StepAction: v1alpha1.StepAction{Operation: opDrain, Drain: &v1alpha1.DrainSpec{Timeout: dur(time.Minute)}}, Reason: "NVSwitch firmware update"},
 	}
 	require.NoError(t, env.Client.Create(ctx, manual))
 	msgs = slack.WaitMessages(t, 3, 60*time.Second)

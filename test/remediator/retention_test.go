@@ -27,7 +27,7 @@ func TestRetention(t *testing.T) {
 
 	op := &v1alpha1.NodeOperation{
 		ObjectMeta: metav1.ObjectMeta{Name: "planned-maintenance"},
-		Spec:       v1alpha1.NodeOperationSpec{NodeName: nodes[0], Operation: opDrain, Cordon: true, Reason: "planned: firmware update"},
+		Spec:       v1alpha1.NodeOperationSpec{NodeName: nodes[0], StepAction: v1alpha1.StepAction{Operation: opDrain, Cordon: true}, Reason: "planned: firmware update"},
 	}
 	require.NoError(t, env.Client.Create(ctx, op))
 
@@ -62,9 +62,9 @@ func TestOperationFailsClearly(t *testing.T) {
 	rem.start()
 
 	missing := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "no-template"},
-		Spec: v1alpha1.NodeOperationSpec{NodeName: nodes[0], Operation: "does-not-exist", Cordon: true}}
+		Spec: v1alpha1.NodeOperationSpec{NodeName: nodes[0], StepAction: v1alpha1.StepAction{Operation: "does-not-exist", Cordon: true}}}
 	noParam := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "no-parameter"},
-		Spec: v1alpha1.NodeOperationSpec{NodeName: nodes[1], Operation: tpl.Name, Cordon: true,
+		Spec: v1alpha1.NodeOperationSpec{NodeName: nodes[1], StepAction: v1alpha1.StepAction{Operation: tpl.Name, Cordon: true},
 			Trigger: &v1alpha1.TriggerCondition{Type: v1alpha1.ConditionGPUXidError, Status: "True", Message: "XidResetRequired: Xid 119 on an unnamed GPU"}}}
 	require.NoError(t, env.Client.Create(ctx, missing))
 	require.NoError(t, env.Client.Create(ctx, noParam))

@@ -44,8 +44,8 @@ func safetyPolicy(name, condType string, hold, healthyFor time.Duration, safety 
 			NodeSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: localcluster.LabelGPUCount, Operator: metav1.LabelSelectorOpExists}}},
 			Conditions:   []v1alpha1.ConditionMatch{{Type: condType, Status: corev1.ConditionTrue, For: dur(hold)}},
 			Steps: []v1alpha1.RemediationStep{{
-				Name: "reset", Operation: opSucceed, Cordon: true,
-				Timeout: dur(30 * time.Second), HealthyFor: dur(healthyFor), RecoveryTimeout: dur(60 * time.Second),
+				Name: "reset", StepAction: v1alpha1.StepAction{Operation: opSucceed, Cordon: true, Timeout: dur(30 * time.Second)},
+				HealthyFor: dur(healthyFor), RecoveryTimeout: dur(60 * time.Second),
 			}},
 			Safety: safety,
 		},

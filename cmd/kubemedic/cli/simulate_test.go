@@ -77,7 +77,7 @@ func healthyNode(name string) *corev1.Node {
 func runningOp(name, node string) *v1alpha1.NodeOperation {
 	return &v1alpha1.NodeOperation{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1alpha1.NodeOperationSpec{NodeName: node, Operation: "reboot", Reason: "by hand"},
+		Spec:       v1alpha1.NodeOperationSpec{NodeName: node, StepAction: v1alpha1.StepAction{Operation: "reboot"}, Reason: "by hand"},
 		Status:     v1alpha1.NodeOperationStatus{Phase: v1alpha1.PhaseRunning},
 	}
 }
@@ -418,7 +418,7 @@ func TestSimulateOnAPIServer(t *testing.T) {
 	}
 	busy := names[5]
 	manual := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "manual-reboot"},
-		Spec: v1alpha1.NodeOperationSpec{NodeName: busy, Operation: "reboot", Reason: "rebooted by hand"}}
+		Spec: v1alpha1.NodeOperationSpec{NodeName: busy, StepAction: v1alpha1.StepAction{Operation: "reboot"}, Reason: "rebooted by hand"}}
 	require.NoError(t, c.Create(ctx, manual))
 	manual.Status.Phase = v1alpha1.PhaseRunning
 	require.NoError(t, c.Status().Update(ctx, manual))

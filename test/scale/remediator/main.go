@@ -450,10 +450,9 @@ func setupPolicy(ctx context.Context, c client.Client, forDur time.Duration) err
 				Type: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue, For: &metav1.Duration{Duration: forDur},
 			}},
 			Steps: []v1alpha1.RemediationStep{{
-				Name: "reset", Operation: templateName,
+				Name: "reset", StepAction: v1alpha1.StepAction{Operation: templateName, Urgent: true},
 				HealthyFor:      &metav1.Duration{Duration: 5 * time.Second},
 				RecoveryTimeout: &metav1.Duration{Duration: 5 * time.Minute},
-				Urgent:          true,
 			}},
 			Safety: v1alpha1.Safety{
 				MaxUnhealthy:  ptr.To(intstr.FromString("5%")),
