@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubemedic/kubemedic/internal/notify"
+	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/drain"
 	"github.com/kubemedic/kubemedic/remediator/plan"
@@ -314,7 +315,7 @@ func drainTimeout(op *v1alpha1.NodeOperation) time.Duration {
 	if op.Spec.Drain != nil && op.Spec.Drain.Timeout != nil {
 		return op.Spec.Drain.Timeout.Duration
 	}
-	return drain.DefaultTimeout
+	return policies.DefaultDrainTimeout
 }
 
 // clip cuts s to at most n characters, ending in an ellipsis when cut.

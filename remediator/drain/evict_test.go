@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
@@ -226,7 +227,7 @@ func TestRun(t *testing.T) {
 	t.Run("deletions after the timeout", func(t *testing.T) {
 		pods := []corev1.Pod{pod("ns/old"), pod("ns/undeletable"), pod("ns/del-replaced"), pod("ns/vanished")}
 		spec := v1alpha1.DrainSpec{Mode: v1alpha1.DrainDeleteAfterTimeout}
-		d, err := Plan(pods, spec, t0, t0.Add(DefaultTimeout))
+		d, err := Plan(pods, spec, t0, t0.Add(policies.DefaultDrainTimeout))
 		require.NoError(t, err)
 		require.Len(t, d.Delete, 4)
 

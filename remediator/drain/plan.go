@@ -22,11 +22,6 @@ import (
 // v1alpha1.LabelOperation, the label's API name.
 const LabelOperation = v1alpha1.LabelOperation
 
-// DefaultTimeout bounds a drain whose spec has no timeout, as the CRD
-// default does: policies.DefaultDrainTimeout, the one source of the API's
-// defaults.
-const DefaultTimeout = policies.DefaultDrainTimeout
-
 // DeleteGrace is how long DeleteAfterTimeout pods may take to go once they
 // were deleted at the drain timeout. Pods still there after it fail the
 // drain: something (a finalizer, a kubelet that does not answer) keeps them,
@@ -79,7 +74,7 @@ type Decision struct {
 // call and keeps nothing: call it again at every pass.
 //
 // The pods may be stripped to metadata, spec.nodeName and status.phase. A
-// nil spec.Timeout means DefaultTimeout and an empty spec.Mode means Evict.
+// nil spec.Timeout means policies.DefaultDrainTimeout (the CRD default) and an empty spec.Mode means Evict.
 // The first rule that matches a pod gives its mode, otherwise spec.Mode:
 //
 //   - Skip leaves the pod running and does not wait for it.
@@ -97,7 +92,7 @@ func Plan(pods []corev1.Pod, spec v1alpha1.DrainSpec, started, now time.Time) (D
 	if err != nil {
 		return Decision{}, err
 	}
-	timeout := DefaultTimeout
+	timeout := policies.DefaultDrainTimeout
 	if spec.Timeout != nil {
 		timeout = max(spec.Timeout.Duration, 0)
 	}
