@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -214,13 +212,4 @@ func templateNames(ctx context.Context, c client.Reader) (map[string]bool, error
 		out[t.Name] = true
 	}
 	return out, nil
-}
-
-// setCond sets a condition, keeping lastTransitionTime when the status stays.
-func setCond(conds *[]metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string, gen int64, now time.Time) {
-	if len(msg) > 32768 {
-		msg = msg[:32768]
-	}
-	apimeta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)})
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -24,9 +23,6 @@ const (
 	// PausedActive: spec.paused is not set.
 	PausedActive = "Active"
 )
-
-// maxConditionMessage is the API's bound on metav1.Condition.Message.
-const maxConditionMessage = 32768
 
 // PassInput is what one pass of the policy reconciler decides from, as read
 // from the API server. Objects are shared with the caller and not changed.
@@ -150,7 +146,7 @@ func invalidStatus(obj *v1alpha1.RemediationPolicy, err error, now time.Time) v1
 	st := *obj.Status.DeepCopy()
 	st.ObservedGeneration = obj.Generation
 	setPaused(&st, obj, now)
-	setCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, ReadyInvalid, err.Error(), obj.Generation, now)
+	SetCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, ReadyInvalid, err.Error(), obj.Generation, now)
 	return st
 }
 
@@ -164,10 +160,10 @@ func policyStatus(obj *v1alpha1.RemediationPolicy, pl *PolicyPlan, now time.Time
 	st.MatchedNodes, st.UnhealthyNodes = int32(pl.Selected), int32(pl.Unhealthy)
 	st.ActiveOperations, st.QuarantinedNodes = int32(pl.Active), int32(pl.Quarantined)
 	if len(pl.MissingTemplates) > 0 {
-		setCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound,
+		SetCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound,
 			fmt.Sprintf("NodeOperationTemplates %v do not exist; the policy starts nothing", pl.MissingTemplates), gen, now)
 	} else {
-		setCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionTrue, ReadyEvaluated,
+		SetCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionTrue, ReadyEvaluated,
 			fmt.Sprintf("%d nodes selected, %d unhealthy, %d operations active", pl.Selected, pl.Unhealthy, pl.Active), gen, now)
 	}
 
@@ -176,7 +172,7 @@ func policyStatus(obj *v1alpha1.RemediationPolicy, pl *PolicyPlan, now time.Time
 	if b.Open {
 		status = metav1.ConditionTrue
 	}
-	setCondition(&st.Conditions, v1alpha1.PolicyBreakerOpen, status, b.Reason, b.Message, gen, now)
+	SetCondition(&st.Conditions, v1alpha1.PolicyBreakerOpen, status, b.Reason, b.Message, gen, now)
 	st.LastBreakerReset = b.ResetValue
 	st.BreakerBelowLimitSince = nil
 	if b.BelowLimitSince != nil {
@@ -188,20 +184,10 @@ func policyStatus(obj *v1alpha1.RemediationPolicy, pl *PolicyPlan, now time.Time
 
 func setPaused(st *v1alpha1.RemediationPolicyStatus, obj *v1alpha1.RemediationPolicy, now time.Time) {
 	if obj.Spec.Paused {
-		setCondition(&st.Conditions, v1alpha1.PolicyPaused, metav1.ConditionTrue, PausedSet, "spec.paused is set: no new operations start; running ones finish", obj.Generation, now)
+		SetCondition(&st.Conditions, v1alpha1.PolicyPaused, metav1.ConditionTrue, PausedSet, "spec.paused is set: no new operations start; running ones finish", obj.Generation, now)
 	} else {
-		setCondition(&st.Conditions, v1alpha1.PolicyPaused, metav1.ConditionFalse, PausedActive, "the policy starts operations", obj.Generation, now)
+		SetCondition(&st.Conditions, v1alpha1.PolicyPaused, metav1.ConditionFalse, PausedActive, "the policy starts operations", obj.Generation, now)
 	}
-}
-
-// setCondition sets a condition, keeping lastTransitionTime while the status
-// stays, and bounds the message as the API does.
-func setCondition(conds *[]metav1.Condition, typ string, status metav1.ConditionStatus, reason, msg string, gen int64, now time.Time) {
-	if len(msg) > maxConditionMessage {
-		msg = msg[:maxConditionMessage]
-	}
-	apimeta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)})
 }
 
 // admitInLedgerOrder sets Creates on every valid policy of pps: the
