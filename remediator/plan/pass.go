@@ -87,8 +87,8 @@ type Creation struct {
 // admitted one at a time in node-name order, each seeing the earlier ones as
 // created and those started as reserved, as the admission ledger counts
 // them. The operation reconciler admits in whatever order its queue holds,
-// so which of several operations competing for one budget starts may differ;
-// how many start does not.
+// so which of several operations competing for one budget starts may differ
+// from what Pass says.
 //
 // The policy reconciler and `kubemedic policy simulate` both call Pass, so
 // that what simulate shows is what the controller does.
