@@ -428,16 +428,6 @@ type RemediationPolicyStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Condition types of RemediationPolicy.
-const (
-	// PolicyReady is True when the policy is valid and its templates exist.
-	PolicyReady = "Ready"
-	// PolicyBreakerOpen is True while the circuit breaker stops new operations.
-	PolicyBreakerOpen = "BreakerOpen"
-	// PolicyPaused is True while spec.paused is set.
-	PolicyPaused = "Paused"
-)
-
 // +kubebuilder:object:root=true
 
 // RemediationPolicyList is a list of RemediationPolicy.

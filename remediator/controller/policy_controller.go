@@ -21,13 +21,6 @@ import (
 	"github.com/kubemedic/kubemedic/remediator/plan"
 )
 
-// Event reasons of the policy reconciler.
-const (
-	EventOperationCreated = "OperationCreated"
-	EventBreakerClosed    = "BreakerClosed"
-	EventPolicyInvalid    = "PolicyInvalid"
-)
-
 // PolicyReconciler evaluates RemediationPolicies and creates NodeOperations.
 type PolicyReconciler struct {
 	Client   client.Client
@@ -107,7 +100,7 @@ func (r *PolicyReconciler) reconcile(ctx context.Context, pol *v1alpha1.Remediat
 		Nodes: nodes, Ops: ops, Templates: templates, Now: now}).Policies[0]
 	pol.Status = pass.Status
 	if pass.Invalid != nil {
-		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, EventPolicyInvalid, "Evaluate", "%s", pass.Invalid.Error())
+		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, v1alpha1.EventPolicyInvalid, "Evaluate", "%s", pass.Invalid.Error())
 		return ctrl.Result{}, nil, reconcile.TerminalError(pass.Invalid)
 	}
 
@@ -119,7 +112,7 @@ func (r *PolicyReconciler) reconcile(ctx context.Context, pol *v1alpha1.Remediat
 		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, v1alpha1.ReasonBreakerOpen, "OpenBreaker", "%s", b.Message)
 	case pass.BreakerClosed:
 		logger.Info("Closing circuit breaker", "reason", b.Reason)
-		r.Recorder.Eventf(pol, nil, corev1.EventTypeNormal, EventBreakerClosed, "CloseBreaker", "%s: %s", b.Reason, b.Message)
+		r.Recorder.Eventf(pol, nil, corev1.EventTypeNormal, v1alpha1.EventBreakerClosed, "CloseBreaker", "%s: %s", b.Reason, b.Message)
 	}
 	if b.Open {
 		r.Metrics.breakerOpen.WithLabelValues(pol.Name).Set(1)
@@ -154,13 +147,13 @@ func (r *PolicyReconciler) create(ctx context.Context, pol *v1alpha1.Remediation
 		return
 	case err != nil:
 		logger.Error(err, "Creating operation failed")
-		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, "CreateFailed", "Create", "create operation %s for node %s: %v", op.Name, op.Spec.NodeName, err)
+		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, v1alpha1.EventCreateFailed, "Create", "create operation %s for node %s: %v", op.Name, op.Spec.NodeName, err)
 		return
 	}
 	note := fmt.Sprintf("created %s: %s", op.Name, op.Spec.Reason)
-	r.Recorder.Eventf(op, node, corev1.EventTypeNormal, EventOperationCreated, "Create", "%s", note)
+	r.Recorder.Eventf(op, node, corev1.EventTypeNormal, v1alpha1.EventOperationCreated, "Create", "%s", note)
 	if node != nil {
-		r.Recorder.Eventf(node, op, corev1.EventTypeNormal, EventOperationCreated, "Create", "%s", note)
+		r.Recorder.Eventf(node, op, corev1.EventTypeNormal, v1alpha1.EventOperationCreated, "Create", "%s", note)
 	}
 }
 

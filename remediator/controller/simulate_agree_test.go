@@ -26,7 +26,6 @@ import (
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/remediator/plan"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
 
@@ -184,7 +183,7 @@ func TestSimulateAgreesWithTheControllers(t *testing.T) {
 		if pol.Name == "xid" {
 			// Tripped before; the annotation resets it.
 			pol.Status.Conditions = []metav1.Condition{{Type: v1alpha1.PolicyBreakerOpen, Status: metav1.ConditionTrue,
-				Reason: plan.BreakerTripped, Message: "7 unhealthy nodes, limit 2: starting nothing new", LastTransitionTime: metav1.NewTime(held)}}
+				Reason: v1alpha1.ReasonBreakerTripped, Message: "7 unhealthy nodes, limit 2: starting nothing new", LastTransitionTime: metav1.NewTime(held)}}
 			require.NoError(t, c.Status().Update(ctx, pol))
 		}
 	}

@@ -51,7 +51,7 @@ func TestAdmit(t *testing.T) {
 	}
 	nights := windows(v1alpha1.MaintenanceWindow{Days: []v1alpha1.Weekday{"Mon", "Tue", "Wed", "Thu", "Fri"}, Start: "22:00", End: "04:00", CrossesMidnight: true, TimeZone: "Europe/Berlin"})
 	opensAt := time.Date(2026, time.March, 4, 21, 0, 0, 0, time.UTC) // 22:00 in Berlin
-	breakerOpen := breakerStatus(metav1.ConditionTrue, BreakerTripped, "4 unhealthy nodes, limit 3: starting nothing new")
+	breakerOpen := breakerStatus(metav1.ConditionTrue, v1alpha1.ReasonBreakerTripped, "4 unhealthy nodes, limit 3: starting nothing new")
 
 	for _, tc := range []struct {
 		desc     string
@@ -171,7 +171,7 @@ func TestAdmit(t *testing.T) {
 		// Breaker.
 		{desc: "the breaker is open in the policy status: Wait BreakerOpen", policies: []*Policy{gpu(breakerOpen)},
 			verdict: Wait, reason: v1alpha1.ReasonBreakerOpen, message: "policy gpu: circuit breaker open: 4 unhealthy nodes, limit 3"},
-		{desc: "the breaker closed in the status: Start", policies: []*Policy{gpu(breakerStatus(metav1.ConditionFalse, BreakerWithinLimit, ""))}, verdict: Start},
+		{desc: "the breaker closed in the status: Start", policies: []*Policy{gpu(breakerStatus(metav1.ConditionFalse, v1alpha1.ReasonBreakerWithinLimit, ""))}, verdict: Start},
 		{desc: "a quarantine waits for an open breaker", policies: []*Policy{gpu(breakerOpen)}, op: waiting(quarantineOp),
 			verdict: Wait, reason: v1alpha1.ReasonBreakerOpen},
 		{desc: "a manual operation waits for the open breaker of a policy that selects the node", policies: []*Policy{gpu(breakerOpen)}, op: manual("n0"),

@@ -10,22 +10,6 @@ import (
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
-// Reasons of the BreakerOpen condition.
-const (
-	// BreakerTripped: more selected nodes are unhealthy than maxUnhealthy.
-	BreakerTripped = "TooManyUnhealthy"
-	// BreakerCoolingDown: the count is back within the limit, and the
-	// breaker waits for breakerCooldown before it closes.
-	BreakerCoolingDown = "CoolingDown"
-	// BreakerWithinLimit: the count is within the limit.
-	BreakerWithinLimit = "WithinLimit"
-	// BreakerManualReset: a human reset the breaker with the
-	// kubemedic.io/reset-breaker annotation; it stays closed while the count
-	// stays above the limit it was reset at, and normal rules resume once the
-	// count is within the limit.
-	BreakerManualReset = "ManualReset"
-)
-
 // Breaker is the circuit breaker's state after one evaluation.
 type Breaker struct {
 	// Open stops the policy from starting anything new.
@@ -58,25 +42,25 @@ func EvaluateBreaker(p *v1alpha1.RemediationPolicy, unhealthy, limit int, now ti
 
 	if v := p.Annotations[v1alpha1.AnnotationResetBreaker]; v != "" && v != p.Status.LastBreakerReset {
 		b.ResetValue = v
-		b.Reason = BreakerManualReset
+		b.Reason = v1alpha1.ReasonBreakerManualReset
 		b.Message = fmt.Sprintf("reset by annotation %s=%q with %s", v1alpha1.AnnotationResetBreaker, v, counts)
 		return b
 	}
 	over := unhealthy > limit
 	switch {
-	case !wasOpen && prev != nil && prev.Reason == BreakerManualReset && over:
-		b.Reason = BreakerManualReset
+	case !wasOpen && prev != nil && prev.Reason == v1alpha1.ReasonBreakerManualReset && over:
+		b.Reason = v1alpha1.ReasonBreakerManualReset
 		b.Message = fmt.Sprintf("held closed by a manual reset (%s=%q) with %s", v1alpha1.AnnotationResetBreaker, p.Status.LastBreakerReset, counts)
 	case !wasOpen && over:
 		b.Open, b.Opened = true, true
-		b.Reason = BreakerTripped
+		b.Reason = v1alpha1.ReasonBreakerTripped
 		b.Message = fmt.Sprintf("%s: starting nothing new", counts)
 	case !wasOpen:
-		b.Reason = BreakerWithinLimit
+		b.Reason = v1alpha1.ReasonBreakerWithinLimit
 		b.Message = counts
 	case over:
 		b.Open = true
-		b.Reason = BreakerTripped
+		b.Reason = v1alpha1.ReasonBreakerTripped
 		b.Message = fmt.Sprintf("%s: starting nothing new", counts)
 	default:
 		since := now
@@ -85,12 +69,12 @@ func EvaluateBreaker(p *v1alpha1.RemediationPolicy, unhealthy, limit int, now ti
 		}
 		if closeAt := since.Add(cooldown); now.Before(closeAt) {
 			b.Open = true
-			b.Reason = BreakerCoolingDown
+			b.Reason = v1alpha1.ReasonBreakerCoolingDown
 			b.BelowLimitSince = &since
 			b.Next = closeAt
 			b.Message = fmt.Sprintf("%s since %s: closes at %s unless it rises again", counts, since.UTC().Format(time.RFC3339), closeAt.UTC().Format(time.RFC3339))
 		} else {
-			b.Reason = BreakerWithinLimit
+			b.Reason = v1alpha1.ReasonBreakerWithinLimit
 			b.Message = fmt.Sprintf("%s for the cooldown of %s", counts, cooldown)
 		}
 	}

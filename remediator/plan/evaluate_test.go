@@ -328,11 +328,11 @@ func TestEvaluate(t *testing.T) {
 				require.Equal(t, 1, out.Limit)
 				require.True(t, out.Breaker.Open)
 				require.True(t, out.Breaker.Opened)
-				require.Equal(t, BreakerTripped, out.Breaker.Reason)
+				require.Equal(t, v1alpha1.ReasonBreakerTripped, out.Breaker.Reason)
 				require.Contains(t, out.Holds[0].Message, "2 unhealthy nodes, limit 1")
 			}},
 		{desc: "breaker open in the status and still over the limit: open, not newly opened",
-			policy: policy(t, "gpu", maxUnhealthy("1"), breakerStatus(metav1.ConditionTrue, BreakerTripped, "")),
+			policy: policy(t, "gpu", maxUnhealthy("1"), breakerStatus(metav1.ConditionTrue, v1alpha1.ReasonBreakerTripped, "")),
 			nodes:  []*corev1.Node{node("a", xid(held)), node("b", xid(held))},
 			holds:  map[string]string{"a": HoldBreakerOpen, "b": HoldBreakerOpen},
 			check: func(t *testing.T, out PolicyPlan) {
@@ -340,7 +340,7 @@ func TestEvaluate(t *testing.T) {
 				require.False(t, out.Breaker.Opened)
 			}},
 		{desc: "breaker cooling down: still nothing created, Next when it closes",
-			policy: policy(t, "gpu", maxUnhealthy("1"), breakerStatus(metav1.ConditionTrue, BreakerCoolingDown, ""), func(p *v1alpha1.RemediationPolicy) {
+			policy: policy(t, "gpu", maxUnhealthy("1"), breakerStatus(metav1.ConditionTrue, v1alpha1.ReasonBreakerCoolingDown, ""), func(p *v1alpha1.RemediationPolicy) {
 				p.Status.BreakerBelowLimitSince = &metav1.Time{Time: ago(5 * time.Minute)}
 			}),
 			nodes: []*corev1.Node{node("a", xid(held))},

@@ -11,19 +11,6 @@ import (
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
-// Reasons of the Ready and Paused conditions of a RemediationPolicy (those of
-// BreakerOpen are the Breaker* constants).
-const (
-	// ReadyInvalid: the policy does not compile; it acts on nothing.
-	ReadyInvalid = "Invalid"
-	// ReadyEvaluated: the policy was evaluated and its templates exist.
-	ReadyEvaluated = "Evaluated"
-	// PausedSet: spec.paused is set.
-	PausedSet = "Paused"
-	// PausedActive: spec.paused is not set.
-	PausedActive = "Active"
-)
-
 // PassInput is what one pass of the policy reconciler decides from, as read
 // from the API server. Objects are shared with the caller and not changed.
 type PassInput struct {
@@ -146,7 +133,7 @@ func invalidStatus(obj *v1alpha1.RemediationPolicy, err error, now time.Time) v1
 	st := *obj.Status.DeepCopy()
 	st.ObservedGeneration = obj.Generation
 	setPaused(&st, obj, now)
-	SetCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, ReadyInvalid, err.Error(), obj.Generation, now)
+	SetCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, v1alpha1.ReasonInvalid, err.Error(), obj.Generation, now)
 	return st
 }
 
@@ -163,7 +150,7 @@ func policyStatus(obj *v1alpha1.RemediationPolicy, pl *PolicyPlan, now time.Time
 		SetCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound,
 			fmt.Sprintf("NodeOperationTemplates %v do not exist; the policy starts nothing", pl.MissingTemplates), gen, now)
 	} else {
-		SetCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionTrue, ReadyEvaluated,
+		SetCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionTrue, v1alpha1.ReasonEvaluated,
 			fmt.Sprintf("%d nodes selected, %d unhealthy, %d operations active", pl.Selected, pl.Unhealthy, pl.Active), gen, now)
 	}
 
@@ -184,9 +171,9 @@ func policyStatus(obj *v1alpha1.RemediationPolicy, pl *PolicyPlan, now time.Time
 
 func setPaused(st *v1alpha1.RemediationPolicyStatus, obj *v1alpha1.RemediationPolicy, now time.Time) {
 	if obj.Spec.Paused {
-		SetCondition(&st.Conditions, v1alpha1.PolicyPaused, metav1.ConditionTrue, PausedSet, "spec.paused is set: no new operations start; running ones finish", obj.Generation, now)
+		SetCondition(&st.Conditions, v1alpha1.PolicyPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused, "spec.paused is set: no new operations start; running ones finish", obj.Generation, now)
 	} else {
-		SetCondition(&st.Conditions, v1alpha1.PolicyPaused, metav1.ConditionFalse, PausedActive, "the policy starts operations", obj.Generation, now)
+		SetCondition(&st.Conditions, v1alpha1.PolicyPaused, metav1.ConditionFalse, v1alpha1.ReasonActive, "the policy starts operations", obj.Generation, now)
 	}
 }
 

@@ -45,7 +45,7 @@ func TestPass(t *testing.T) {
 	breakerCooldown := func(d time.Duration) policyOpt {
 		return func(p *v1alpha1.RemediationPolicy) { p.Spec.Safety.BreakerCooldown = dur(d) }
 	}
-	trippedEarlier := breakerStatus(metav1.ConditionTrue, BreakerTripped, "4 unhealthy nodes, limit 1: starting nothing new")
+	trippedEarlier := breakerStatus(metav1.ConditionTrue, v1alpha1.ReasonBreakerTripped, "4 unhealthy nodes, limit 1: starting nothing new")
 	abc := func(opts ...nodeOpt) []*corev1.Node {
 		return []*corev1.Node{node("c", append(opts, xid(held))...), node("b", append(opts, xid(held))...), node("a", append(opts, xid(held))...)}
 	}
@@ -120,7 +120,7 @@ func TestPass(t *testing.T) {
 			evaluate: []*v1alpha1.RemediationPolicy{obj("gpu", maxUnhealthy("1"))},
 			nodes:    abc(),
 			holds:    map[string]string{"a": HoldBreakerOpen, "b": HoldBreakerOpen, "c": HoldBreakerOpen},
-			conds:    [3]string{"True Evaluated", "False Active", "True " + BreakerTripped},
+			conds:    [3]string{"True Evaluated", "False Active", "True " + v1alpha1.ReasonBreakerTripped},
 			check: func(t *testing.T, pp PolicyPass) {
 				require.True(t, pp.Plan.Breaker.Opened)
 				require.False(t, pp.BreakerClosed)
@@ -133,7 +133,7 @@ func TestPass(t *testing.T) {
 				annotated(v1alpha1.AnnotationResetBreaker, "ticket-42"), trippedEarlier)},
 			nodes: abc(),
 			order: []string{"a", "b", "c"}, admits: []string{"Start", "Start", "Start"},
-			conds: [3]string{"True Evaluated", "False Active", "False " + BreakerManualReset},
+			conds: [3]string{"True Evaluated", "False Active", "False " + v1alpha1.ReasonBreakerManualReset},
 			check: func(t *testing.T, pp PolicyPass) {
 				require.Equal(t, "ticket-42", pp.Status.LastBreakerReset)
 				require.True(t, pp.BreakerClosed)
@@ -144,7 +144,7 @@ func TestPass(t *testing.T) {
 			evaluate: []*v1alpha1.RemediationPolicy{obj("gpu", maxUnhealthy("3"), breakerCooldown(15*time.Minute), trippedEarlier)},
 			nodes:    abc(),
 			holds:    map[string]string{"a": HoldBreakerOpen, "b": HoldBreakerOpen, "c": HoldBreakerOpen},
-			conds:    [3]string{"True Evaluated", "False Active", "True " + BreakerCoolingDown},
+			conds:    [3]string{"True Evaluated", "False Active", "True " + v1alpha1.ReasonBreakerCoolingDown},
 			check: func(t *testing.T, pp PolicyPass) {
 				require.Equal(t, &metav1.Time{Time: now}, pp.Status.BreakerBelowLimitSince)
 				require.Equal(t, now.Add(15*time.Minute), pp.Plan.Next)
@@ -157,7 +157,7 @@ func TestPass(t *testing.T) {
 				trippedEarlier, belowLimitSince(ago(20*time.Minute)))},
 			nodes: []*corev1.Node{node("a", xid(held))},
 			order: []string{"a"}, admits: []string{"Start"},
-			conds: [3]string{"True Evaluated", "False Active", "False " + BreakerWithinLimit},
+			conds: [3]string{"True Evaluated", "False Active", "False " + v1alpha1.ReasonBreakerWithinLimit},
 			check: func(t *testing.T, pp PolicyPass) {
 				require.True(t, pp.BreakerClosed)
 				require.Nil(t, pp.Status.BreakerBelowLimitSince)
@@ -190,7 +190,7 @@ func TestPass(t *testing.T) {
 				return p
 			}()},
 			nodes: []*corev1.Node{node("a", xid(held))},
-			conds: [3]string{"False Invalid", "False Active", "True " + BreakerTripped},
+			conds: [3]string{"False Invalid", "False Active", "True " + v1alpha1.ReasonBreakerTripped},
 			check: func(t *testing.T, pp PolicyPass) {
 				require.ErrorContains(t, pp.Invalid, "spec.steps: at least one step is required")
 				require.Equal(t, int32(7), pp.Status.MatchedNodes)
@@ -311,7 +311,7 @@ func TestPassKeepsAnUnchangedStatus(t *testing.T) {
 // Pass shares its inputs with the caller's cache: it must change none.
 func TestPassChangesNothing(t *testing.T) {
 	held := ago(10 * time.Minute)
-	objs := []*v1alpha1.RemediationPolicy{policy(t, "gpu", maxConcurrent("1"), breakerStatus(metav1.ConditionTrue, BreakerTripped, "old")).Obj}
+	objs := []*v1alpha1.RemediationPolicy{policy(t, "gpu", maxConcurrent("1"), breakerStatus(metav1.ConditionTrue, v1alpha1.ReasonBreakerTripped, "old")).Obj}
 	objs[0].Annotations = map[string]string{v1alpha1.AnnotationResetBreaker: "now"}
 	others := []*Policy{policy(t, "gpu", paused), policy(t, "other", priority(-1))}
 	nodes := []*corev1.Node{node("b", xid(held)), node("a", xid(held))}

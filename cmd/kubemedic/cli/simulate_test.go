@@ -184,7 +184,7 @@ func TestSimulate(t *testing.T) {
 				return strings.Replace(s, "  name: xid-reboot\n", "  name: xid-reboot\n  annotations:\n    kubemedic.io/reset-breaker: ticket-42\n", 1)
 			},
 			state: clusterState{Nodes: five(), Templates: map[string]bool{"reboot": true}, Policies: []*v1alpha1.RemediationPolicy{clusterPolicy(func(p *v1alpha1.RemediationPolicy) {
-				p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.PolicyBreakerOpen, Status: metav1.ConditionTrue, Reason: plan.BreakerTripped, Message: "4 unhealthy nodes, limit 2: starting nothing new"}}
+				p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.PolicyBreakerOpen, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonBreakerTripped, Message: "4 unhealthy nodes, limit 2: starting nothing new"}}
 			})}},
 			decision: map[string]string{"n1": startNow("n1"), "n2": startNow("n2"), "n3": waitMax("n3"), "n4": plan.HoldNotHeldYet},
 			breaker:  "closed",
