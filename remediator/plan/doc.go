@@ -1,8 +1,17 @@
 // Package plan holds the remediator's decisions as pure functions of
-// (policies, nodes, operations, now): which nodes a RemediationPolicy targets
-// and which NodeOperation to create for each (Evaluate), whether a waiting
-// operation may start under the safety limits (Admit), whether a node passed
-// verification (Verify), the circuit breaker and the maintenance windows.
+// (policies, nodes, operations, now):
+//   - Pass: one pass of the policy reconciler, shared with `kubemedic policy
+//     simulate` so the two cannot drift: the policy's status (counts, Ready,
+//     Paused, the circuit breaker) and which NodeOperation to create for each
+//     node (Evaluate), and, for simulate, the admission each would get in
+//     ledger order;
+//   - Admit: whether a waiting operation may start under the safety limits;
+//   - Advance: the NodeOperation lifecycle, one step at a time: the next
+//     phase and status, the one effect on the cluster that step needs
+//     (reserve, cordon, drain, create the pod, ...) and its Events;
+//   - Verify: whether a node passed verification;
+//   - the circuit breaker and the maintenance windows (parsed by
+//     policies.ParseWindow, once, in Compile).
 //
 // Every function returns the next time its answer can change without any
 // object changing, so the controllers requeue then instead of polling.
