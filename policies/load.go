@@ -1,13 +1,12 @@
 package policies
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -15,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kubemedic/kubemedic/internal/strictyaml"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
@@ -41,15 +41,19 @@ type Problem struct {
 	Detail string
 }
 
+// String formats the problem as FILE:LINE: FIELD: DETAIL, leaving out the
+// line or the field when there is none.
 func (p Problem) String() string {
-	loc := p.File
-	if p.Line > 0 {
-		loc = fmt.Sprintf("%s:%d", p.File, p.Line)
+	return (&strictyaml.Error{File: p.File, Line: p.Line, Field: p.Field, Msg: p.Detail}).Error()
+}
+
+// problemsOf turns a decoder's errors into problems.
+func problemsOf(errs []*strictyaml.Error) []Problem {
+	var out []Problem
+	for _, e := range errs {
+		out = append(out, Problem{File: e.File, Line: e.Line, Field: e.Field, Detail: e.Msg})
 	}
-	if p.Field == "" {
-		return fmt.Sprintf("%s: %s", loc, p.Detail)
-	}
-	return fmt.Sprintf("%s: %s: %s", loc, p.Field, p.Detail)
+	return out
 }
 
 // kinds maps each kubemedic kind to a constructor of its typed object.
@@ -141,36 +145,29 @@ func unwrapPathError(err error) error {
 func Load(name string, data []byte) ([]*Document, []Problem) {
 	var docs []*Document
 	var problems []Problem
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec := strictyaml.New(name, strictyaml.Default)
 	seen := 0
-	for {
-		var root yaml.Node
-		err := dec.Decode(&root)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			problems = append(problems, Problem{File: name, Line: yamlErrorLine(err), Detail: "not valid YAML: " + yamlErrorText(err)})
-			break
-		}
-		if len(root.Content) == 0 || root.Content[0].Tag == "!!null" {
+	for _, d := range dec.Documents(data) {
+		if d.Root == nil || strictyaml.IsNull(d.Root) {
 			continue // an empty document between separators
 		}
 		seen++
-		doc, ps := decodeDocument(name, &root)
+		doc, ps := decodeDocument(name, d.Root)
 		problems = append(problems, ps...)
 		if doc != nil {
 			docs = append(docs, doc)
 		}
 	}
+	// A syntax error ends the file: its problem comes after those of the
+	// documents before it.
+	problems = append(problems, problemsOf(dec.Errors())...)
 	if seen == 0 && len(problems) == 0 {
 		problems = append(problems, Problem{File: name, Detail: "file holds no YAML documents; expected kubemedic.io/v1alpha1 objects (" + strings.Join(Kinds(), ", ") + ")"})
 	}
 	return docs, problems
 }
 
-func decodeDocument(name string, root *yaml.Node) (*Document, []Problem) {
-	top := root.Content[0]
+func decodeDocument(name string, top *yaml.Node) (*Document, []Problem) {
 	if top.Kind != yaml.MappingNode {
 		return nil, []Problem{{File: name, Line: top.Line, Detail: "document is not a mapping; expected a kubemedic.io/v1alpha1 object"}}
 	}
@@ -191,12 +188,10 @@ func decodeDocument(name string, root *yaml.Node) (*Document, []Problem) {
 		return nil, []Problem{{File: name, Line: kindLine, Field: "kind", Detail: fmt.Sprintf("%q is not a kubemedic kind: expected one of %s", kind, strings.Join(Kinds(), ", "))}}
 	}
 	obj := newObj()
-	var problems []Problem
-	for _, sp := range checkShape(top, obj) {
-		problems = append(problems, Problem{File: name, Line: sp.line, Field: sp.field, Detail: sp.detail})
-	}
-	if len(problems) > 0 {
-		return nil, problems
+	shape := strictyaml.New(name, strictyaml.Default)
+	shape.Shape(top, reflect.TypeOf(obj), "", apiScalars)
+	if errs := shape.Errors(); len(errs) > 0 {
+		return nil, problemsOf(errs)
 	}
 	// The shape check passed, so a strict decode can only fail on something
 	// it does not model; report that at the document.
@@ -218,30 +213,6 @@ func scalarField(m *yaml.Node, key string) (string, int) {
 		}
 	}
 	return "", 0
-}
-
-// yamlErrorLine digs the line number out of a yaml.v3 error ("yaml: line 7: ...").
-func yamlErrorLine(err error) int {
-	var te *yaml.TypeError
-	msg := err.Error()
-	if errors.As(err, &te) && len(te.Errors) > 0 {
-		msg = te.Errors[0]
-	}
-	var line int
-	if i := strings.Index(msg, "line "); i >= 0 {
-		fmt.Sscanf(msg[i+len("line "):], "%d", &line)
-	}
-	return line
-}
-
-func yamlErrorText(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if i := strings.Index(msg, "line "); i == 0 {
-		if j := strings.Index(msg, ": "); j > 0 {
-			msg = msg[j+2:]
-		}
-	}
-	return msg
 }
 
 // Locate returns the line of the field at path in the document, or of its

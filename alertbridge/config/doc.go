@@ -2,9 +2,10 @@
 // repository an Alertmanager alert group goes to, with which labels and
 // assignees, and how its issue is titled, written and de-duplicated.
 //
-// The file is YAML, decoded strictly: an unknown field, a value of the wrong
-// type, a duplicate key, a bad matcher, repository, duration or template is
-// an error, and every error names the file, the line and the field path
+// The file is YAML, decoded strictly (with internal/strictyaml, as the
+// policy files are): an unknown field, a value of the wrong type, a
+// duplicate key, a bad matcher, repository, duration or template is an
+// error, and every error names the file, the line and the field path
 // (alertbridge.yaml:12: routes[1].matchers[0]: bad matcher ...). All errors
 // of a file are reported at once, ordered by line. A config that loads is
 // one the bridge can run with: templates are parsed and executed once on a

@@ -1,0 +1,402 @@
+package strictyaml
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Error is one problem in a YAML file.
+type Error struct {
+	File string
+	// Line is 1-based; 0 when the problem concerns the whole file.
+	Line int
+	// Field is the path of the field, such as routes[1].matchers[0] or
+	// spec.steps[0].name; "" for the document.
+	Field string
+	Msg   string
+}
+
+// Error formats the problem as FILE:LINE: FIELD: MSG, leaving out the line
+// or the field when there is none.
+func (e *Error) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Field == "" {
+		return fmt.Sprintf("%s: %s", loc, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Msg)
+}
+
+// Wording words the problems the decoder finds itself. A nil function takes
+// Default's.
+type Wording struct {
+	// Syntax words a YAML syntax error; reason is the parser's, without its
+	// "yaml: line N:" prefix.
+	Syntax func(reason string) string
+	// UnknownField words a key that is not a field; suggestion is the known
+	// field it is most likely a typo of, or "".
+	UnknownField func(key, suggestion string, known []string) string
+	// DuplicateKey words a key set a second time in one mapping; inStruct
+	// is set for the fields of an object, unset for the keys of a map.
+	DuplicateKey func(firstLine int, inStruct bool) string
+	// Describe names what a node holds, for "got ..." in messages.
+	Describe func(n *yaml.Node) string
+	// WrongType words a value of the wrong kind; want is what belongs
+	// there, such as "a string", "true or false", "an integer", "a list".
+	WrongType func(want string, got *yaml.Node) string
+}
+
+// Default is the wording of the Kubernetes-style files (policies):
+// `unknown field "timeOut" (did you mean "timeout"?)`,
+// `must be true or false, got "maybe"`.
+var Default = Wording{
+	Syntax: func(reason string) string { return "not valid YAML: " + reason },
+	UnknownField: func(key, suggestion string, _ []string) string {
+		if suggestion != "" {
+			return fmt.Sprintf("unknown field %q (did you mean %q?)", key, suggestion)
+		}
+		return fmt.Sprintf("unknown field %q", key)
+	},
+	DuplicateKey: func(_ int, inStruct bool) string {
+		if inStruct {
+			return "duplicate field"
+		}
+		return "duplicate key"
+	},
+	Describe: Describe,
+	WrongType: func(want string, got *yaml.Node) string {
+		msg := fmt.Sprintf("must be %s, got %s", want, Describe(got))
+		if want == "a string" {
+			msg += " (quote it)"
+		}
+		return msg
+	},
+}
+
+// Describe names what a node holds in Default's words: an object, a list,
+// the number 42, the boolean true, or the quoted text.
+func Describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "an object"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	switch n.Tag {
+	case "!!int", "!!float":
+		return "the number " + n.Value
+	case "!!bool":
+		return "the boolean " + n.Value
+	}
+	return strconv.Quote(n.Value)
+}
+
+// MergeKeyMsg is the problem of a merge key: it would take fields from
+// elsewhere in the file, where no line of the error could point.
+const MergeKeyMsg = "merge keys (<<) are not supported; write the fields out"
+
+// Decoder collects the problems of one file. It is not safe for concurrent
+// use.
+type Decoder struct {
+	file string
+	w    Wording
+	errs []*Error
+}
+
+// New returns a decoder for the file named file (used in errors only) with
+// the caller's wording.
+func New(file string, w Wording) *Decoder {
+	if w.Syntax == nil {
+		w.Syntax = Default.Syntax
+	}
+	if w.UnknownField == nil {
+		w.UnknownField = Default.UnknownField
+	}
+	if w.DuplicateKey == nil {
+		w.DuplicateKey = Default.DuplicateKey
+	}
+	if w.Describe == nil {
+		w.Describe = Default.Describe
+	}
+	if w.WrongType == nil {
+		w.WrongType = Default.WrongType
+	}
+	return &Decoder{file: file, w: w}
+}
+
+// Errorf records a problem at line (0 for the whole file) and field.
+func (d *Decoder) Errorf(line int, field, format string, args ...any) {
+	d.errs = append(d.errs, &Error{File: d.file, Line: max(line, 0), Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Describe names what n holds, in the decoder's wording.
+func (d *Decoder) Describe(n *yaml.Node) string { return d.w.Describe(n) }
+
+// Errors returns the problems recorded so far, ordered by line (problems on
+// one line in the order they were found).
+func (d *Decoder) Errors() []*Error {
+	out := slices.Clone(d.errs)
+	slices.SortStableFunc(out, func(a, b *Error) int { return a.Line - b.Line })
+	return out
+}
+
+// Err joins Errors into one error, one problem per line of its text; nil
+// when there is none. errors.As finds each *Error.
+func (d *Decoder) Err() error {
+	errs := d.Errors()
+	if len(errs) == 0 {
+		return nil
+	}
+	joined := make([]error, len(errs))
+	for i, e := range errs {
+		joined[i] = e
+	}
+	return errors.Join(joined...)
+}
+
+// Document is one YAML document of a file.
+type Document struct {
+	// Line is the line where the document starts (its --- when it has one).
+	Line int
+	// Root is the document's top node, aliases followed; nil for a document
+	// without content. A document holding only ~ has a null Root (IsNull).
+	Root *yaml.Node
+}
+
+// Documents reads every document of data. A syntax error is recorded at its
+// line and ends the reading: the documents before it are returned.
+func (d *Decoder) Documents(data []byte) []Document {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []Document
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			line, reason := syntaxError(data, err)
+			d.Errorf(line, "", "%s", d.w.Syntax(reason))
+			return docs
+		}
+		doc := Document{Line: n.Line}
+		if len(n.Content) > 0 {
+			doc.Root = Resolve(n.Content[0])
+		}
+		docs = append(docs, doc)
+	}
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (?s)(.*)$`)
+
+// syntaxError locates a YAML syntax error. The parser leaves the line out
+// on the first line and for characters YAML does not allow; those are found
+// here.
+func syntaxError(data []byte, err error) (line int, reason string) {
+	msg := err.Error()
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msg = "yaml: " + te.Errors[0]
+	}
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		if line, err := strconv.Atoi(m[1]); err == nil && line > 0 {
+			return line, m[2]
+		}
+	}
+	return badCharLine(data), strings.TrimPrefix(msg, "yaml: ")
+}
+
+// badCharLine returns the line of the first character YAML does not allow,
+// else 1.
+func badCharLine(data []byte) int {
+	line := 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		bad := r == utf8.RuneError && size == 1 ||
+			r < 0x20 && r != '\t' && r != '\n' && r != '\r' ||
+			r >= 0x7f && r < 0xa0 && r != 0x85 ||
+			r == 0xfffe || r == 0xffff
+		if bad {
+			return line
+		}
+		if r == '\n' {
+			line++
+		}
+		i += size
+	}
+	return 1
+}
+
+// maxAliasDepth bounds following an alias to an alias: the parser refuses
+// cycles, but a bound costs nothing.
+const maxAliasDepth = 100
+
+// Resolve follows aliases to the node they stand for.
+func Resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && n.Alias != nil && i < maxAliasDepth; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// IsNull reports whether n is a null scalar (~, null or nothing).
+func IsNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+
+// Child is the path of field name below path.
+func Child(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// Index is the path of item i of the list at path.
+func Index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
+
+// Key is the path of key k of the map at path.
+func Key(path, k string) string { return path + "[" + k + "]" }
+
+// Entry is one field of a mapping.
+type Entry struct {
+	// Line is the line of the field's key.
+	Line  int
+	Value *yaml.Node
+}
+
+// Fields returns the fields of mapping n (at path) that are in known, with
+// their values, aliases followed; a null value counts as absent. Unknown
+// fields, duplicate keys, merge keys and keys that are not names are
+// recorded as problems and left out.
+func (d *Decoder) Fields(n *yaml.Node, path string, known []string) map[string]Entry {
+	out := map[string]Entry{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := Resolve(n.Content[i]), Resolve(n.Content[i+1])
+		if !d.fieldName(k, path) {
+			continue
+		}
+		field := Child(path, k.Value)
+		if !slices.Contains(known, k.Value) {
+			d.Errorf(k.Line, field, "%s", d.w.UnknownField(k.Value, Suggest(k.Value, known), known))
+			continue
+		}
+		if prev, dup := out[k.Value]; dup {
+			d.Errorf(k.Line, field, "%s", d.w.DuplicateKey(prev.Line, true))
+			continue
+		}
+		out[k.Value] = Entry{Line: k.Line, Value: v}
+	}
+	for k, e := range out {
+		if IsNull(e.Value) {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
+// fieldName records a problem for a key that cannot name a field: a merge
+// key or one that is not a scalar.
+func (d *Decoder) fieldName(k *yaml.Node, path string) bool {
+	switch {
+	case k.Kind == yaml.ScalarNode && k.Tag == "!!merge":
+		d.Errorf(k.Line, path, "%s", MergeKeyMsg)
+		return false
+	case k.Kind != yaml.ScalarNode:
+		d.Errorf(k.Line, path, "key %s is not a field name", d.w.Describe(k))
+		return false
+	}
+	return true
+}
+
+// String returns the string n holds. Anything else, a number or a boolean
+// included, is a problem at field: YAML reads yes, 1 and 1.0 as other types.
+func (d *Decoder) String(n *yaml.Node, field string) (string, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		d.Errorf(n.Line, field, "%s", d.w.WrongType("a string", n))
+		return "", false
+	}
+	return n.Value, true
+}
+
+// Bool returns the boolean n holds (true or false, not yes or 1).
+func (d *Decoder) Bool(n *yaml.Node, field string) (bool, bool) {
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
+		d.Errorf(n.Line, field, "%s", d.w.WrongType("true or false", n))
+		return false, false
+	}
+	return b, true
+}
+
+// Int returns the integer n holds; a float or one out of range is a problem.
+func (d *Decoder) Int(n *yaml.Node, field string) (int, bool) {
+	var i int
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
+		d.Errorf(n.Line, field, "%s", d.w.WrongType("an integer", n))
+		return 0, false
+	}
+	return i, true
+}
+
+// Seq returns the items of the list n holds, aliases followed.
+func (d *Decoder) Seq(n *yaml.Node, field string) ([]*yaml.Node, bool) {
+	if n.Kind != yaml.SequenceNode {
+		d.Errorf(n.Line, field, "%s", d.w.WrongType("a list", n))
+		return nil, false
+	}
+	items := make([]*yaml.Node, len(n.Content))
+	for i, c := range n.Content {
+		items[i] = Resolve(c)
+	}
+	return items, true
+}
+
+// Suggest returns the known name that name is most likely a typo of: one
+// that differs only in case, else the nearest within two edits (the first
+// in known of equally near ones); "" when none is near.
+func Suggest(name string, known []string) string {
+	best, bestDist := "", 3
+	for _, k := range known {
+		if strings.EqualFold(k, name) {
+			return k
+		}
+		if dist := editDistance(strings.ToLower(name), strings.ToLower(k)); dist < bestDist {
+			best, bestDist = k, dist
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance in characters.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
