@@ -84,6 +84,14 @@ func TestLoadProblems(t *testing.T) {
 			},
 		},
 		{
+			desc: "a merge key is refused, not expanded",
+			data: "x: &s {paused: true}\n" + strings.Replace(okPolicy, "spec:\n", "spec:\n  <<: *s\n", 1),
+			want: []string{
+				`f.yaml:1: x: unknown field "x"`,
+				"f.yaml:7: spec: merge keys (<<) are not supported; write the fields out",
+			},
+		},
+		{
 			desc: "duplicate key",
 			data: strings.Replace(okPolicy, "  name: ok\n", "  name: ok\n  name: again\n", 1),
 			want: []string{"f.yaml:5: metadata.name: duplicate field"},
