@@ -71,6 +71,8 @@ const (
 	lockSiteForgetRollup = "forgetRollup"
 )
 
+// inOpenRollup reports whether key is a member of repo's roll-up and the
+// roll-up is not finished: its transitions then go to the roll-up.
 func (b *Bridge) inOpenRollup(repo, key string) bool {
 	b.mu.Lock()
 	r := b.rollups[repo]
