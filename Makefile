@@ -9,10 +9,22 @@ STATICCHECK_VERSION    ?= v0.8.2
 TOOLS_DIR  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubemedic/tools
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VERSION)
 STATICCHECK    := $(TOOLS_DIR)/staticcheck-$(STATICCHECK_VERSION)
+KO_VERSION ?= v0.19.1
+KO         := $(TOOLS_DIR)/ko-$(KO_VERSION)
+
+# make images: where the images go and what they are called
+# (IMAGE_REPO/kubemedic-remediator:IMAGE_TAG, ...). deploy/kustomization.yaml
+# names the same repository and tag under images:. IMAGE_PUSH=false builds
+# without a registry into bin/images (an OCI image layout).
+IMAGE_REPO      ?= $(or $(KO_DOCKER_REPO),ghcr.io/kubemedic)
+IMAGE_TAG       ?= v0.1.0
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_PUSH      ?= true
+IMAGE_CMDS      := ./cmd/kubemedic-detect ./cmd/kubemedic-remediator ./cmd/kubemedic-alertbridge ./cmd/kubemedic-janitor ./cmd/kubemedic
 
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build test unit testbin generate lint bench bench-detect bench-remediator bench-janitor bench-alertbridge fuzz demo tools clean-testbin help
+.PHONY: all build test unit testbin generate lint bench bench-detect bench-remediator bench-janitor bench-alertbridge fuzz demo tools images clean-testbin help
 
 all: build
 
@@ -76,6 +88,17 @@ demo: testbin build ## Start a local control plane with simulated GPU nodes and 
 
 tools: $(CONTROLLER_GEN) $(STATICCHECK) ## Install the pinned dev tools into the cache
 
+# Not part of build, test or CI. kubemedic-detect is a cgo build
+# (deploy/images/cgo-cc picks the C compiler per GOARCH; arm64 needs
+# Debian's gcc-aarch64-linux-gnu); the others are static. See .ko.yaml.
+images: $(KO) ## Build multi-arch images of every binary with ko and push them to IMAGE_REPO (IMAGE_TAG, IMAGE_PLATFORMS; IMAGE_PUSH=false: into bin/images)
+	@mkdir -p bin
+	KO_DOCKER_REPO=$(IMAGE_REPO) CC=$(CURDIR)/deploy/images/cgo-cc $(KO) build \
+	  --base-import-paths --tags=$(IMAGE_TAG) --platform=$(IMAGE_PLATFORMS) --image-refs=bin/image-refs \
+	  $(if $(filter false,$(IMAGE_PUSH)),--push=false --oci-layout-path=bin/images) \
+	  $(IMAGE_CMDS)
+	@echo "images: built $(IMAGE_REPO)/*:$(IMAGE_TAG) for $(IMAGE_PLATFORMS); references in bin/image-refs"
+
 $(CONTROLLER_GEN):
 	@mkdir -p $(TOOLS_DIR)
 	@echo "tools: installing controller-gen $(CONTROLLER_GEN_VERSION)"
@@ -87,6 +110,12 @@ $(STATICCHECK):
 	@echo "tools: installing staticcheck $(STATICCHECK_VERSION)"
 	GOBIN=$(TOOLS_DIR)/tmp-sc GOFLAGS= go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	mv $(TOOLS_DIR)/tmp-sc/staticcheck $@ && rmdir $(TOOLS_DIR)/tmp-sc
+
+$(KO):
+	@mkdir -p $(TOOLS_DIR)
+	@echo "tools: installing ko $(KO_VERSION)"
+	GOBIN=$(TOOLS_DIR)/tmp-ko GOFLAGS= go install github.com/google/ko@$(KO_VERSION)
+	mv $(TOOLS_DIR)/tmp-ko/ko $@ && rmdir $(TOOLS_DIR)/tmp-ko
 
 clean-testbin: ## Remove the cached test binaries
 	rm -rf "$$(dirname "$$(hack/testbin.sh --print)")"
