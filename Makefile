@@ -14,8 +14,9 @@ KO         := $(TOOLS_DIR)/ko-$(KO_VERSION)
 
 # make images: where the images go and what they are called
 # (IMAGE_REPO/kubemedic-remediator:IMAGE_TAG, ...). deploy/kustomization.yaml
-# names the same repository and tag under images:. IMAGE_PUSH=false builds
-# without a registry into bin/images (an OCI image layout).
+# names the same repository and tag under images:. IMAGE_PUSH=false pushes
+# nothing and writes the images to bin/images (an OCI image layout); the
+# base images are pulled either way.
 IMAGE_REPO      ?= $(or $(KO_DOCKER_REPO),ghcr.io/kubemedic)
 IMAGE_TAG       ?= v0.1.0
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
@@ -91,7 +92,7 @@ tools: $(CONTROLLER_GEN) $(STATICCHECK) ## Install the pinned dev tools into the
 # Not part of build, test or CI. kubemedic-detect is a cgo build
 # (deploy/images/cgo-cc picks the C compiler per GOARCH; arm64 needs
 # Debian's gcc-aarch64-linux-gnu); the others are static. See .ko.yaml.
-images: $(KO) ## Build multi-arch images of every binary with ko and push them to IMAGE_REPO (IMAGE_TAG, IMAGE_PLATFORMS; IMAGE_PUSH=false: into bin/images)
+images: $(KO) ## Build multi-arch images of every binary with ko and push them to IMAGE_REPO (IMAGE_TAG, IMAGE_PLATFORMS; IMAGE_PUSH=false: only into bin/images)
 	@mkdir -p bin
 	KO_DOCKER_REPO=$(IMAGE_REPO) CC=$(CURDIR)/deploy/images/cgo-cc $(KO) build \
 	  --base-import-paths --tags=$(IMAGE_TAG) --platform=$(IMAGE_PLATFORMS) --image-refs=bin/image-refs \
