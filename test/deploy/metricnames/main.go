@@ -122,11 +122,23 @@ var fqName = regexp.MustCompile(`^Desc\{fqName: "([^"]+)"`)
 
 func (d *describer) Register(c prometheus.Collector) error {
 	kind := "other"
-	switch c.(type) {
-	case prometheus.Histogram, *prometheus.HistogramVec:
+	switch v := c.(type) {
+	case *prometheus.HistogramVec:
 		kind = "histogram"
-	case prometheus.Summary, *prometheus.SummaryVec:
+	case *prometheus.SummaryVec:
 		kind = "summary"
+	case prometheus.Metric:
+		// A Histogram and a Summary have the same methods; what they
+		// write tells them apart.
+		var m dto.Metric
+		if err := v.Write(&m); err == nil {
+			switch {
+			case m.Histogram != nil:
+				kind = "histogram"
+			case m.Summary != nil:
+				kind = "summary"
+			}
+		}
 	}
 	ch := make(chan *prometheus.Desc)
 	go func() {
