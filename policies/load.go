@@ -145,7 +145,7 @@ func unwrapPathError(err error) error {
 func Load(name string, data []byte) ([]*Document, []Problem) {
 	var docs []*Document
 	var problems []Problem
-	dec := strictyaml.New(name, strictyaml.Default)
+	dec := strictyaml.New(name)
 	seen := 0
 	for _, d := range dec.Documents(data) {
 		if d.Root == nil || strictyaml.IsNull(d.Root) {
@@ -188,7 +188,7 @@ func decodeDocument(name string, top *yaml.Node) (*Document, []Problem) {
 		return nil, []Problem{{File: name, Line: kindLine, Field: "kind", Detail: fmt.Sprintf("%q is not a kubemedic kind: expected one of %s", kind, strings.Join(Kinds(), ", "))}}
 	}
 	obj := newObj()
-	shape := strictyaml.New(name, strictyaml.Default)
+	shape := strictyaml.New(name)
 	shape.Shape(top, reflect.TypeOf(obj), "", apiScalars)
 	if errs := shape.Errors(); len(errs) > 0 {
 		return nil, problemsOf(errs)

@@ -87,17 +87,17 @@ func TestLoadProblems(t *testing.T) {
 			desc: "a merge key is refused, not expanded",
 			data: "x: &s {paused: true}\n" + strings.Replace(okPolicy, "spec:\n", "spec:\n  <<: *s\n", 1),
 			want: []string{
-				`f.yaml:1: x: unknown field "x"`,
+				`f.yaml:1: x: unknown field "x"; known fields: apiVersion, kind, metadata, spec, status`,
 				"f.yaml:7: spec: merge keys (<<) are not supported; write the fields out",
 			},
 		},
 		{
 			desc: "duplicate key",
 			data: strings.Replace(okPolicy, "  name: ok\n", "  name: ok\n  name: again\n", 1),
-			want: []string{"f.yaml:5: metadata.name: duplicate field"},
+			want: []string{"f.yaml:5: metadata.name: duplicate field; first set on line 4"},
 		},
 		{
-			desc: "list where an object belongs, number where a string belongs",
+			desc: "list where a mapping belongs, number where a string belongs",
 			data: strings.Replace(okPolicy, "  - type: GPULost\n", "  - type: 42\n    for: [5m]\n", 1),
 			want: []string{
 				`f.yaml:7: spec.conditions[0].type: must be a string, got the number 42 (quote it)`,

@@ -20,7 +20,7 @@ type FieldError = strictyaml.Error
 // Parse decodes and checks a config. source names the file in errors. The
 // error joins one *FieldError per problem, ordered by line.
 func Parse(source string, data []byte) (*Config, error) {
-	d := &decoder{strictyaml.New(source, wording)}
+	d := &decoder{strictyaml.New(source)}
 	root := d.document(data)
 	var cfg *Config
 	if root != nil {
@@ -31,29 +31,6 @@ func Parse(source string, data []byte) (*Config, error) {
 	}
 	cfg.Source = source
 	return cfg, nil
-}
-
-// wording is how the config's problems have always been worded (and how
-// docs/alertbridge.md and the tests quote them): "want ..., got ...".
-var wording = strictyaml.Wording{
-	Syntax: func(reason string) string { return "YAML syntax: " + reason },
-	UnknownField: func(_, suggestion string, known []string) string {
-		if suggestion != "" {
-			return fmt.Sprintf("unknown field; did you mean %q?", suggestion)
-		}
-		return "unknown field; known fields: " + strings.Join(known, ", ")
-	},
-	DuplicateKey: func(firstLine int, _ bool) string {
-		return fmt.Sprintf("duplicate key; first set on line %d", firstLine)
-	},
-	Describe: describe,
-	WrongType: func(want string, got *yaml.Node) string {
-		msg := fmt.Sprintf("want %s, got %s", want, describe(got))
-		if want == "a string" {
-			msg += " (quote it if it is meant as a string)"
-		}
-		return msg
-	},
 }
 
 // fields are the known keys of each mapping.
@@ -82,7 +59,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 	docs := d.Documents(data)
 	if len(docs) == 0 {
 		if len(d.Errors()) == 0 { // not a syntax error: nothing at all
-			d.errorf(1, "", "the file is empty; want a mapping with at least defaultRepo: owner/name")
+			d.errorf(1, "", "the file is empty; it must be a mapping with at least defaultRepo: owner/name")
 		}
 		return nil
 	}
@@ -92,45 +69,26 @@ func (d *decoder) document(data []byte) *yaml.Node {
 	root := docs[0].Root
 	switch {
 	case root == nil:
-		d.errorf(1, "", "the file is empty; want a mapping with at least defaultRepo: owner/name")
+		d.errorf(1, "", "the file is empty; it must be a mapping with at least defaultRepo: owner/name")
 		return nil
 	case strictyaml.IsNull(root):
-		d.errorf(root.Line, "", "the document is empty; want a mapping with at least defaultRepo: owner/name")
+		d.errorf(root.Line, "", "the document is empty; it must be a mapping with at least defaultRepo: owner/name")
 		return nil
 	case root.Kind != yaml.MappingNode:
-		d.errorf(root.Line, "", "the document is %s; want a mapping with at least defaultRepo: owner/name", describe(root))
+		d.errorf(root.Line, "", "the document must be a mapping with at least defaultRepo: owner/name, got %s", strictyaml.Describe(root))
 		return nil
 	}
 	return root
 }
 
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.Tag == "!!null" {
-			return "null"
-		}
-		return fmt.Sprintf("%s %q", strings.TrimPrefix(n.Tag, "!!"), truncate(40, n.Value))
-	default:
-		return "an alias"
-	}
-}
-
 func (d *decoder) duration(n *yaml.Node, field string) (time.Duration, bool) {
-	if n.Kind != yaml.ScalarNode {
-		d.errorf(n.Line, field, "want a duration such as 10m, 24h or 1d, got %s", describe(n))
-		return 0, false
+	if n.Kind == yaml.ScalarNode {
+		if v, err := model.ParseDuration(n.Value); err == nil {
+			return time.Duration(v), true
+		}
 	}
-	v, err := model.ParseDuration(n.Value)
-	if err != nil {
-		d.errorf(n.Line, field, "%q is not a duration (want e.g. 90s, 10m, 24h, 1d)", n.Value)
-		return 0, false
-	}
-	return time.Duration(v), true
+	d.errorf(n.Line, field, "must be a duration such as 90s, 10m, 24h or 1d, got %s", strictyaml.Describe(n))
+	return 0, false
 }
 
 func (d *decoder) repo(n *yaml.Node, field string) (Repo, bool) {
@@ -252,7 +210,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 
 func (d *decoder) stormGuard(n *yaml.Node, sg *StormGuard) {
 	if n.Kind != yaml.MappingNode {
-		d.errorf(n.Line, "stormGuard", "want a mapping with maxNewIssues and window, got %s", describe(n))
+		d.errorf(n.Line, "stormGuard", "must be a mapping with maxNewIssues and window, got %s", strictyaml.Describe(n))
 		return
 	}
 	f := d.Fields(n, "stormGuard", stormGuardFields)
@@ -285,7 +243,7 @@ func (d *decoder) routes(n *yaml.Node) []Route {
 	for i, it := range items {
 		path := fmt.Sprintf("routes[%d]", i)
 		if it.Kind != yaml.MappingNode {
-			d.errorf(it.Line, path, "want a mapping with matchers, repo and labels, got %s", describe(it))
+			d.errorf(it.Line, path, "must be a mapping with matchers, repo and labels, got %s", strictyaml.Describe(it))
 			continue
 		}
 		f := d.Fields(it, path, routeFields)
@@ -320,7 +278,7 @@ func (d *decoder) assignees(n *yaml.Node) []AssigneeRule {
 	for i, it := range items {
 		path := fmt.Sprintf("assignees[%d]", i)
 		if it.Kind != yaml.MappingNode {
-			d.errorf(it.Line, path, "want a mapping with matchers and users, got %s", describe(it))
+			d.errorf(it.Line, path, "must be a mapping with matchers and users, got %s", strictyaml.Describe(it))
 			continue
 		}
 		f := d.Fields(it, path, assigneeFields)
@@ -360,7 +318,7 @@ func (d *decoder) assignees(n *yaml.Node) []AssigneeRule {
 func (d *decoder) templates(n *yaml.Node) Templates {
 	var t Templates
 	if n.Kind != yaml.MappingNode {
-		d.errorf(n.Line, "templates", "want a mapping with dedupeKey, title, body and labels, got %s", describe(n))
+		d.errorf(n.Line, "templates", "must be a mapping with dedupeKey, title, body and labels, got %s", strictyaml.Describe(n))
 		return t
 	}
 	f := d.Fields(n, "templates", templateFields)

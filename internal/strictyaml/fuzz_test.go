@@ -1,6 +1,7 @@
 package strictyaml_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,9 +16,10 @@ import (
 
 // FuzzDecode feeds arbitrary bytes through both ways of walking a document:
 // they must never panic, every problem must be located in the file (a line
-// and a message), and the same input must give the same problems (no map
-// order leaks into the suggestions). The seed corpus is testdata/*.yaml
-// plus the inputs that once broke YAML decoders.
+// and a message) and worded in one of the package's forms, and the same
+// input must give the same problems (no map order leaks into the
+// suggestions). The seed corpus is testdata/*.yaml plus the inputs that
+// once broke YAML decoders.
 func FuzzDecode(f *testing.F) {
 	files, err := filepath.Glob("testdata/*.yaml")
 	if err != nil {
@@ -56,6 +58,13 @@ func FuzzDecode(f *testing.F) {
 			if !strings.HasPrefix(p.Error(), "f.yaml:") {
 				t.Fatalf("problem not printed as FILE:LINE: %q", p.Error())
 			}
+			if !slices.ContainsFunc(forms, func(f string) bool { return strings.HasPrefix(p.Msg, f) }) {
+				t.Fatalf("problem not in one of the package's forms: %q", p.Error())
+			}
+			var first int
+			if _, err := fmt.Sscanf(p.Msg[strings.LastIndex(p.Msg, ";")+1:], " first set on line %d", &first); err == nil && (first < 1 || first > p.Line) {
+				t.Fatalf("a duplicate first set on line %d, after it: %q", first, p.Error())
+			}
 		}
 		again := decodeAll(data)
 		if !slices.EqualFunc(first, again, func(a, b *strictyaml.Error) bool { return *a == *b }) {
@@ -64,10 +73,23 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
+// forms are how every problem of the decoder (and of stampCheck, worded
+// like it) begins.
+var forms = []string{
+	"not valid YAML: ",
+	"unknown field ",
+	"duplicate field; first set on line ",
+	"duplicate key; first set on line ",
+	"must be ",
+	"integer ",
+	"key ",
+	strictyaml.MergeKeyMsg,
+}
+
 // decodeAll walks every document with Fields (as the alertbridge config
 // does) and with Shape (as the policy files do).
 func decodeAll(data []byte) []*strictyaml.Error {
-	d := strictyaml.New("f.yaml", strictyaml.Wording{})
+	d := strictyaml.New("f.yaml")
 	for _, doc := range d.Documents(data) {
 		if doc.Root == nil || strictyaml.IsNull(doc.Root) {
 			continue

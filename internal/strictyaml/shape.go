@@ -33,11 +33,11 @@ func (d *Decoder) Shape(n *yaml.Node, t reflect.Type, path string, scalars map[r
 		}
 		return
 	}
-	wrong := func(want string) { d.Errorf(n.Line, path, "%s", d.w.WrongType(want, n)) }
+	wrong := func(want string) { d.Errorf(n.Line, path, "%s", wrongType(want, n)) }
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			wrong("an object")
+			wrong("a mapping")
 			return
 		}
 		fields := jsonFields(t)
@@ -54,20 +54,20 @@ func (d *Decoder) Shape(n *yaml.Node, t reflect.Type, path string, scalars map[r
 			}
 			field := Child(path, k.Value)
 			if first, dup := seen[k.Value]; dup {
-				d.Errorf(k.Line, field, "%s", d.w.DuplicateKey(first, true))
+				d.Errorf(k.Line, field, "%s", duplicate("field", first))
 				continue
 			}
 			seen[k.Value] = k.Line
 			ft, ok := fields[k.Value]
 			if !ok {
-				d.Errorf(k.Line, field, "%s", d.w.UnknownField(k.Value, Suggest(k.Value, known), known))
+				d.Errorf(k.Line, field, "%s", unknownField(k.Value, known))
 				continue
 			}
 			d.Shape(v, ft, field, scalars)
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			wrong("a map")
+			wrong("a mapping")
 			return
 		}
 		seen := map[string]int{}
@@ -78,7 +78,7 @@ func (d *Decoder) Shape(n *yaml.Node, t reflect.Type, path string, scalars map[r
 			}
 			key := Key(path, k.Value)
 			if first, dup := seen[k.Value]; dup {
-				d.Errorf(k.Line, key, "%s", d.w.DuplicateKey(first, false))
+				d.Errorf(k.Line, key, "%s", duplicate("key", first))
 				continue
 			}
 			seen[k.Value] = k.Line
@@ -107,20 +107,16 @@ func (d *Decoder) Shape(n *yaml.Node, t reflect.Type, path string, scalars map[r
 			wrong("true or false")
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		if !writtenAsInteger(n) {
 			wrong("an integer")
-			return
-		}
-		if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, t.Bits()); err != nil {
-			d.Errorf(n.Line, path, "integer %s out of range", n.Value)
+		} else if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, t.Bits()); err != nil {
+			d.Errorf(n.Line, path, "integer %s out of range", cut(n.Value))
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		if !writtenAsInteger(n) || strings.HasPrefix(n.Value, "-") {
 			wrong("a non-negative integer")
-			return
-		}
-		if _, err := strconv.ParseUint(strings.ReplaceAll(n.Value, "_", ""), 0, t.Bits()); err != nil {
-			wrong("a non-negative integer")
+		} else if _, err := strconv.ParseUint(strings.ReplaceAll(strings.TrimPrefix(n.Value, "+"), "_", ""), 0, t.Bits()); err != nil {
+			d.Errorf(n.Line, path, "integer %s out of range", cut(n.Value))
 		}
 	case reflect.Float32, reflect.Float64:
 		if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {

@@ -38,70 +38,79 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Msg)
 }
 
-// Wording words the problems the decoder finds itself. A nil function takes
-// Default's.
-type Wording struct {
-	// Syntax words a YAML syntax error; reason is the parser's, without its
-	// "yaml: line N:" prefix.
-	Syntax func(reason string) string
-	// UnknownField words a key that is not a field; suggestion is the known
-	// field it is most likely a typo of, or "".
-	UnknownField func(key, suggestion string, known []string) string
-	// DuplicateKey words a key set a second time in one mapping; inStruct
-	// is set for the fields of an object, unset for the keys of a map.
-	DuplicateKey func(firstLine int, inStruct bool) string
-	// Describe names what a node holds, for "got ..." in messages.
-	Describe func(n *yaml.Node) string
-	// WrongType words a value of the wrong kind; want is what belongs
-	// there, such as "a string", "true or false", "an integer", "a list".
-	WrongType func(want string, got *yaml.Node) string
-}
-
-// Default is the wording of the Kubernetes-style files (policies):
-// `unknown field "timeOut" (did you mean "timeout"?)`,
-// `must be true or false, got "maybe"`.
-var Default = Wording{
-	Syntax: func(reason string) string { return "not valid YAML: " + reason },
-	UnknownField: func(key, suggestion string, _ []string) string {
-		if suggestion != "" {
-			return fmt.Sprintf("unknown field %q (did you mean %q?)", key, suggestion)
-		}
-		return fmt.Sprintf("unknown field %q", key)
-	},
-	DuplicateKey: func(_ int, inStruct bool) string {
-		if inStruct {
-			return "duplicate field"
-		}
-		return "duplicate key"
-	},
-	Describe: Describe,
-	WrongType: func(want string, got *yaml.Node) string {
-		msg := fmt.Sprintf("must be %s, got %s", want, Describe(got))
-		if want == "a string" {
-			msg += " (quote it)"
-		}
-		return msg
-	},
-}
-
-// Describe names what a node holds in Default's words: an object, a list,
-// the number 42, the boolean true, or the quoted text.
+// Describe names what a node holds, for the "got ..." of a message: a
+// mapping, a list, an alias, null, the number 42, the boolean true, the
+// time 2026-01-02, or the quoted text. A long value is cut, so that a block
+// of text in the wrong place does not flood the error.
 func Describe(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
-		return "an object"
+		return "a mapping"
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.AliasNode:
 		return "an alias"
 	}
+	v := cut(n.Value)
 	switch n.Tag {
+	case "!!null":
+		return "null"
 	case "!!int", "!!float":
-		return "the number " + n.Value
+		return "the number " + v
 	case "!!bool":
-		return "the boolean " + n.Value
+		return "the boolean " + v
+	case "!!timestamp":
+		return "the time " + v
 	}
-	return strconv.Quote(n.Value)
+	return strconv.Quote(v)
+}
+
+// maxDescribed bounds the characters of a value that Describe repeats.
+const maxDescribed = 40
+
+// cut shortens s to maxDescribed characters, marking the cut with "…".
+func cut(s string) string {
+	if utf8.RuneCountInString(s) <= maxDescribed {
+		return s
+	}
+	return string([]rune(s)[:maxDescribed-1]) + "…"
+}
+
+// wrongType is the problem of a value of the wrong kind; want is what
+// belongs there, such as "a string", "true or false", "an integer" or "a
+// list". A scalar that YAML read as another type (42, true, 2026-01-02) is
+// a string once quoted, and the message says so.
+func wrongType(want string, got *yaml.Node) string {
+	msg := fmt.Sprintf("must be %s, got %s", want, Describe(got))
+	if want == "a string" && got.Kind == yaml.ScalarNode && got.Tag != "!!null" {
+		msg += " (quote it)"
+	}
+	return msg
+}
+
+// maxKnownListed bounds the known fields an unknown field's problem lists.
+const maxKnownListed = 12
+
+// unknownField is the problem of key, which is none of known: the known
+// field it is most likely a typo of, else the known fields (at most
+// maxKnownListed of them, in the order given).
+func unknownField(key string, known []string) string {
+	if s := Suggest(key, known); s != "" {
+		return fmt.Sprintf("unknown field %q (did you mean %q?)", key, s)
+	}
+	switch {
+	case len(known) == 0:
+		return fmt.Sprintf("unknown field %q; this mapping has no fields", key)
+	case len(known) > maxKnownListed:
+		return fmt.Sprintf("unknown field %q; known fields: %s and %d more", key, strings.Join(known[:maxKnownListed], ", "), len(known)-maxKnownListed)
+	}
+	return fmt.Sprintf("unknown field %q; known fields: %s", key, strings.Join(known, ", "))
+}
+
+// duplicate is the problem of a key set a second time in one mapping; what
+// is "field" for the fields of an object, "key" for the keys of a map.
+func duplicate(what string, firstLine int) string {
+	return fmt.Sprintf("duplicate %s; first set on line %d", what, firstLine)
 }
 
 // MergeKeyMsg is the problem of a merge key: it would take fields from
@@ -112,38 +121,16 @@ const MergeKeyMsg = "merge keys (<<) are not supported; write the fields out"
 // use.
 type Decoder struct {
 	file string
-	w    Wording
 	errs []*Error
 }
 
-// New returns a decoder for the file named file (used in errors only) with
-// the caller's wording.
-func New(file string, w Wording) *Decoder {
-	if w.Syntax == nil {
-		w.Syntax = Default.Syntax
-	}
-	if w.UnknownField == nil {
-		w.UnknownField = Default.UnknownField
-	}
-	if w.DuplicateKey == nil {
-		w.DuplicateKey = Default.DuplicateKey
-	}
-	if w.Describe == nil {
-		w.Describe = Default.Describe
-	}
-	if w.WrongType == nil {
-		w.WrongType = Default.WrongType
-	}
-	return &Decoder{file: file, w: w}
-}
+// New returns a decoder for the file named file (used in errors only).
+func New(file string) *Decoder { return &Decoder{file: file} }
 
 // Errorf records a problem at line (0 for the whole file) and field.
 func (d *Decoder) Errorf(line int, field, format string, args ...any) {
 	d.errs = append(d.errs, &Error{File: d.file, Line: max(line, 0), Field: field, Msg: fmt.Sprintf(format, args...)})
 }
-
-// Describe names what n holds, in the decoder's wording.
-func (d *Decoder) Describe(n *yaml.Node) string { return d.w.Describe(n) }
 
 // Errors returns the problems recorded so far, ordered by line (problems on
 // one line in the order they were found).
@@ -189,7 +176,7 @@ func (d *Decoder) Documents(data []byte) []Document {
 		}
 		if err != nil {
 			line, reason := syntaxError(data, err)
-			d.Errorf(line, "", "%s", d.w.Syntax(reason))
+			d.Errorf(line, "", "not valid YAML: %s", reason)
 			return docs
 		}
 		doc := Document{Line: n.Line}
@@ -289,11 +276,11 @@ func (d *Decoder) Fields(n *yaml.Node, path string, known []string) map[string]E
 		}
 		field := Child(path, k.Value)
 		if !slices.Contains(known, k.Value) {
-			d.Errorf(k.Line, field, "%s", d.w.UnknownField(k.Value, Suggest(k.Value, known), known))
+			d.Errorf(k.Line, field, "%s", unknownField(k.Value, known))
 			continue
 		}
 		if prev, dup := out[k.Value]; dup {
-			d.Errorf(k.Line, field, "%s", d.w.DuplicateKey(prev.Line, true))
+			d.Errorf(k.Line, field, "%s", duplicate("field", prev.Line))
 			continue
 		}
 		out[k.Value] = Entry{Line: k.Line, Value: v}
@@ -314,7 +301,7 @@ func (d *Decoder) fieldName(k *yaml.Node, path string) bool {
 		d.Errorf(k.Line, path, "%s", MergeKeyMsg)
 		return false
 	case k.Kind != yaml.ScalarNode:
-		d.Errorf(k.Line, path, "key %s is not a field name", d.w.Describe(k))
+		d.Errorf(k.Line, path, "key %s is not a field name", Describe(k))
 		return false
 	}
 	return true
@@ -324,7 +311,7 @@ func (d *Decoder) fieldName(k *yaml.Node, path string) bool {
 // included, is a problem at field: YAML reads yes, 1 and 1.0 as other types.
 func (d *Decoder) String(n *yaml.Node, field string) (string, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		d.Errorf(n.Line, field, "%s", d.w.WrongType("a string", n))
+		d.Errorf(n.Line, field, "%s", wrongType("a string", n))
 		return "", false
 	}
 	return n.Value, true
@@ -334,7 +321,7 @@ func (d *Decoder) String(n *yaml.Node, field string) (string, bool) {
 func (d *Decoder) Bool(n *yaml.Node, field string) (bool, bool) {
 	var b bool
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&b) != nil {
-		d.Errorf(n.Line, field, "%s", d.w.WrongType("true or false", n))
+		d.Errorf(n.Line, field, "%s", wrongType("true or false", n))
 		return false, false
 	}
 	return b, true
@@ -343,17 +330,32 @@ func (d *Decoder) Bool(n *yaml.Node, field string) (bool, bool) {
 // Int returns the integer n holds; a float or one out of range is a problem.
 func (d *Decoder) Int(n *yaml.Node, field string) (int, bool) {
 	var i int
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Decode(&i) != nil {
-		d.Errorf(n.Line, field, "%s", d.w.WrongType("an integer", n))
-		return 0, false
+	switch {
+	case !writtenAsInteger(n):
+		d.Errorf(n.Line, field, "%s", wrongType("an integer", n))
+	case n.Tag != "!!int" || n.Decode(&i) != nil:
+		d.Errorf(n.Line, field, "integer %s out of range", cut(n.Value))
+	default:
+		return i, true
 	}
-	return i, true
+	return 0, false
+}
+
+// integerRE matches an integer as YAML writes it: decimal, 0x, 0o or 0b,
+// with _ between digits.
+var integerRE = regexp.MustCompile(`^[-+]?(0x[0-9a-fA-F_]+|0o[0-7_]+|0b[01_]+|[0-9][0-9_]*)$`)
+
+// writtenAsInteger reports whether n is written as an integer, whatever
+// YAML read it as: one too large for 64 bits is read as a float or a
+// string, and is out of range rather than of the wrong type.
+func writtenAsInteger(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Style == 0 && integerRE.MatchString(n.Value))
 }
 
 // Seq returns the items of the list n holds, aliases followed.
 func (d *Decoder) Seq(n *yaml.Node, field string) ([]*yaml.Node, bool) {
 	if n.Kind != yaml.SequenceNode {
-		d.Errorf(n.Line, field, "%s", d.w.WrongType("a list", n))
+		d.Errorf(n.Line, field, "%s", wrongType("a list", n))
 		return nil, false
 	}
 	items := make([]*yaml.Node, len(n.Content))

@@ -25,18 +25,6 @@ func lines(d *strictyaml.Decoder) []string {
 	return out
 }
 
-// marked is a wording whose every message says which hook made it, to show
-// the decoder uses the caller's words.
-var marked = strictyaml.Wording{
-	Syntax: func(reason string) string { return "SYNTAX " + reason },
-	UnknownField: func(key, suggestion string, known []string) string {
-		return fmt.Sprintf("UNKNOWN %s~%s of %d", key, suggestion, len(known))
-	},
-	DuplicateKey: func(first int, inStruct bool) string { return fmt.Sprintf("DUP first=%d struct=%v", first, inStruct) },
-	Describe:     func(n *yaml.Node) string { return "<" + n.Tag + ">" },
-	WrongType:    func(want string, got *yaml.Node) string { return "WANT " + want + " GOT <" + got.Tag + ">" },
-}
-
 func TestErrorFormat(t *testing.T) {
 	for _, tc := range []struct {
 		desc string
@@ -82,19 +70,19 @@ func TestDocuments(t *testing.T) {
 			want: []doc{{1, fmt.Sprintf("%v@1", yaml.MappingNode)}, {2, "null@3"}, {3, "null@4"}, {5, fmt.Sprintf("%v@6", yaml.SequenceNode)}}},
 		{desc: "an alias at the top is followed", data: "&a [1]\n", want: []doc{{1, fmt.Sprintf("%v@1", yaml.SequenceNode)}}},
 		{desc: "a syntax error on line 1 has its line", data: "a: b: c\n",
-			wantErrs: []string{"f.yaml:1: SYNTAX mapping values are not allowed in this context"}},
+			wantErrs: []string{"f.yaml:1: not valid YAML: mapping values are not allowed in this context"}},
 		{desc: "a syntax error later has its line", data: "a: 1\nb: [\n",
-			wantErrs: []string{"f.yaml:2: SYNTAX did not find expected node content"}},
+			wantErrs: []string{"f.yaml:2: not valid YAML: did not find expected node content"}},
 		{desc: "a control character is found on its line", data: "a: 1\nb: x\x01y\n",
-			wantErrs: []string{"f.yaml:2: SYNTAX control characters are not allowed"}},
+			wantErrs: []string{"f.yaml:2: not valid YAML: control characters are not allowed"}},
 		{desc: "invalid UTF-8 is found on its line", data: "a: 1\n\nb: \xff\n",
-			wantErrs: []string{"f.yaml:3: SYNTAX invalid leading UTF-8 octet"}},
+			wantErrs: []string{"f.yaml:3: not valid YAML: invalid leading UTF-8 octet"}},
 		{desc: "the documents before a syntax error are kept", data: "a: 1\n---\nb: [\n",
 			want:     []doc{{1, fmt.Sprintf("%v@1", yaml.MappingNode)}},
-			wantErrs: []string{"f.yaml:3: SYNTAX did not find expected node content"}},
+			wantErrs: []string{"f.yaml:3: not valid YAML: did not find expected node content"}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			d := strictyaml.New("f.yaml", marked)
+			d := strictyaml.New("f.yaml")
 			var got []doc
 			for _, dd := range d.Documents([]byte(tc.data)) {
 				got = append(got, doc{dd.Line, rootOf(dd)})
@@ -112,7 +100,7 @@ func TestDocuments(t *testing.T) {
 // root parses one document and returns its root mapping.
 func root(t *testing.T, data string) *yaml.Node {
 	t.Helper()
-	d := strictyaml.New("f.yaml", strictyaml.Wording{})
+	d := strictyaml.New("f.yaml")
 	docs := d.Documents([]byte(data))
 	require.Empty(t, lines(d))
 	require.Len(t, docs, 1)
@@ -122,11 +110,10 @@ func root(t *testing.T, data string) *yaml.Node {
 func TestFields(t *testing.T) {
 	known := []string{"name", "window", "labels"}
 	for _, tc := range []struct {
-		desc    string
-		data    string
-		wording strictyaml.Wording
-		want    map[string]int // field → the line of its key
-		errs    []string
+		desc string
+		data string
+		want map[string]int // field → the line of its key
+		errs []string
 	}{
 		{desc: "known fields with their lines", data: "name: a\nwindow: 1m\n", want: map[string]int{"name": 1, "window": 2}},
 		{desc: "a null value counts as absent", data: "name: a\nwindow: ~\nlabels:\n", want: map[string]int{"name": 1}},
@@ -134,19 +121,19 @@ func TestFields(t *testing.T) {
 			errs: []string{`f.yaml:2: top.windw: unknown field "windw" (did you mean "window"?)`}},
 		{desc: "an unknown field that differs only in case", data: "NAME: a\n", want: map[string]int{},
 			errs: []string{`f.yaml:1: top.NAME: unknown field "NAME" (did you mean "name"?)`}},
-		{desc: "an unknown field far from any", data: "slack: '#x'\n", want: map[string]int{},
-			errs: []string{`f.yaml:1: top.slack: unknown field "slack"`}},
+		{desc: "an unknown field far from any lists the known ones, in their order", data: "slack: '#x'\n", want: map[string]int{},
+			errs: []string{`f.yaml:1: top.slack: unknown field "slack"; known fields: name, window, labels`}},
 		{desc: "a duplicate key: the first one stands", data: "name: a\nwindow: 1m\nname: b\n", want: map[string]int{"name": 1, "window": 2},
-			errs: []string{"f.yaml:3: top.name: duplicate field"}},
+			errs: []string{"f.yaml:3: top.name: duplicate field; first set on line 1"}},
 		{desc: "unknown fields are left out, whatever their values", data: "x: &x {name: a}\ny:\n  <<: *x\n", want: map[string]int{},
-			errs: []string{`f.yaml:1: top.x: unknown field "x"`, `f.yaml:2: top.y: unknown field "y"`}},
+			errs: []string{`f.yaml:1: top.x: unknown field "x"; known fields: name, window, labels`, `f.yaml:2: top.y: unknown field "y"; known fields: name, window, labels`}},
 		{desc: "a key that is not a name", data: "? [a]\n: 1\nname: a\n", want: map[string]int{"name": 3},
 			errs: []string{"f.yaml:1: top: key a list is not a field name"}},
-		{desc: "the caller's words", data: "name: a\nname: b\nnam: c\n", wording: marked, want: map[string]int{"name": 1},
-			errs: []string{"f.yaml:2: top.name: DUP first=1 struct=true", "f.yaml:3: top.nam: UNKNOWN nam~name of 3"}},
+		{desc: "a duplicate and a typo", data: "name: a\nname: b\nnam: c\n", want: map[string]int{"name": 1},
+			errs: []string{"f.yaml:2: top.name: duplicate field; first set on line 1", `f.yaml:3: top.nam: unknown field "nam" (did you mean "name"?)`}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			d := strictyaml.New("f.yaml", tc.wording)
+			d := strictyaml.New("f.yaml")
 			got := map[string]int{}
 			for k, e := range d.Fields(root(t, tc.data), "top", known) {
 				got[k] = e.Line
@@ -159,7 +146,7 @@ func TestFields(t *testing.T) {
 }
 
 func TestFieldsMergeKeyInside(t *testing.T) {
-	d := strictyaml.New("f.yaml", strictyaml.Wording{})
+	d := strictyaml.New("f.yaml")
 	n := root(t, "x: &x {name: a}\ny:\n  <<: *x\n  window: 1m\n")
 	y := strictyaml.Resolve(n.Content[3])
 	got := d.Fields(y, "y", []string{"name", "window"})
@@ -169,7 +156,7 @@ func TestFieldsMergeKeyInside(t *testing.T) {
 }
 
 func TestFieldsFollowsAliases(t *testing.T) {
-	d := strictyaml.New("f.yaml", strictyaml.Wording{})
+	d := strictyaml.New("f.yaml")
 	n := root(t, "labels: &l [a, b]\nname: *l\n")
 	got := d.Fields(n, "", []string{"name", "labels"})
 	require.Contains(t, got, "name")
@@ -192,19 +179,22 @@ func TestScalars(t *testing.T) {
 		{desc: "a quoted number is a string", value: `"42"`, check: str, want: "42"},
 		{desc: "a number is not a string", value: "42", check: str, wantErr: `must be a string, got the number 42 (quote it)`},
 		{desc: "a boolean is not a string", value: "true", check: str, wantErr: `must be a string, got the boolean true (quote it)`},
-		{desc: "a list is not a string", value: "[a]", check: str, wantErr: `must be a string, got a list (quote it)`},
+		{desc: "a list is not a string", value: "[a]", check: str, wantErr: `must be a string, got a list`},
 		{desc: "true", value: "true", check: boolean, want: true},
 		{desc: "yes is not a boolean", value: "yes", check: boolean, wantErr: `must be true or false, got "yes"`},
 		{desc: "1 is not a boolean", value: "1", check: boolean, wantErr: `must be true or false, got the number 1`},
 		{desc: "an integer", value: "-12", check: integer, want: -12},
 		{desc: "a hex integer", value: "0x10", check: integer, want: 16},
 		{desc: "a float is not an integer", value: "2.5", check: integer, wantErr: `must be an integer, got the number 2.5`},
-		{desc: "an integer out of range", value: "99999999999999999999", check: integer, wantErr: `must be an integer, got the number 99999999999999999999`},
+		{desc: "an integer out of range", value: "10000000000000000000", check: integer, wantErr: `integer 10000000000000000000 out of range`},
+		{desc: "an integer too large for YAML", value: "99999999999999999999", check: integer, wantErr: `integer 99999999999999999999 out of range`},
+		{desc: "a date is not a string, unless quoted", value: "2026-01-02", check: str, wantErr: `must be a string, got the time 2026-01-02 (quote it)`},
+		{desc: "null is not a string", value: "~", check: str, wantErr: `must be a string, got null`},
 		{desc: "a list", value: "[a, b]", check: seq, want: 2},
-		{desc: "a mapping is not a list", value: "{a: b}", check: seq, wantErr: `must be a list, got an object`},
+		{desc: "a mapping is not a list", value: "{a: b}", check: seq, wantErr: `must be a list, got a mapping`},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			d := strictyaml.New("f.yaml", strictyaml.Wording{})
+			d := strictyaml.New("f.yaml")
 			got, ok := tc.check(d, value(t, tc.value))
 			if tc.wantErr != "" {
 				assert.False(t, ok)
@@ -246,7 +236,7 @@ func TestSuggest(t *testing.T) {
 }
 
 func TestErrJoinsProblemsByLine(t *testing.T) {
-	d := strictyaml.New("f.yaml", strictyaml.Wording{})
+	d := strictyaml.New("f.yaml")
 	require.NoError(t, d.Err(), "no problem, no error")
 	d.Errorf(5, "b", "second")
 	d.Errorf(2, "a", "first")
@@ -260,14 +250,41 @@ func TestErrJoinsProblemsByLine(t *testing.T) {
 	assert.Equal(t, "f.yaml", e.File)
 }
 
-func TestNewFillsTheWordingFromDefault(t *testing.T) {
-	d := strictyaml.New("f.yaml", strictyaml.Wording{Syntax: func(r string) string { return "bad YAML: " + r }})
-	d.Documents([]byte("a: [\n"))
-	d.Fields(root(t, "nmae: x\n"), "", []string{"name"})
-	assert.Equal(t, []string{
-		`f.yaml:1: bad YAML: did not find expected node content`,
-		`f.yaml:1: nmae: unknown field "nmae" (did you mean "name"?)`,
-	}, lines(d))
+func TestUnknownFieldListsAtMostTwelveKnownFields(t *testing.T) {
+	var known []string
+	for c := 'a'; c <= 'n'; c++ {
+		known = append(known, string(c)+"field")
+	}
+	d := strictyaml.New("f.yaml")
+	d.Fields(root(t, "zzzzzz: 1\n"), "", known)
+	assert.Equal(t, []string{`f.yaml:1: zzzzzz: unknown field "zzzzzz"; known fields: afield, bfield, cfield, dfield, efield, ffield, gfield, hfield, ifield, jfield, kfield, lfield and 2 more`}, lines(d))
+
+	d = strictyaml.New("f.yaml")
+	d.Fields(root(t, "a: 1\n"), "", nil)
+	assert.Equal(t, []string{`f.yaml:1: a: unknown field "a"; this mapping has no fields`}, lines(d))
+}
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		desc, value, want string
+	}{
+		{desc: "a mapping", value: "{a: b}", want: "a mapping"},
+		{desc: "a list", value: "[a]", want: "a list"},
+		{desc: "null", value: "~", want: "null"},
+		{desc: "nothing is null", value: "", want: "null"},
+		{desc: "an integer", value: "0x10", want: "the number 0x10"},
+		{desc: "a float", value: "2.5", want: "the number 2.5"},
+		{desc: "a boolean", value: "true", want: "the boolean true"},
+		{desc: "a date", value: "2026-01-02", want: "the time 2026-01-02"},
+		{desc: "plain text is quoted", value: "yes", want: `"yes"`},
+		{desc: "quoted text", value: `"42"`, want: `"42"`},
+		{desc: "a long value is cut", value: strings.Repeat("x", 100), want: `"` + strings.Repeat("x", 39) + `…"`},
+		{desc: "a value of exactly 40 characters is whole", value: strings.Repeat("é", 40), want: `"` + strings.Repeat("é", 40) + `"`},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			assert.Equal(t, tc.want, strictyaml.Describe(root(t, "v: "+tc.value+"\n").Content[1]))
+		})
+	}
 }
 
 // stamp stands for an API type written as text, checked by a ScalarCheck.
@@ -290,6 +307,7 @@ type widgetSpec struct {
 	Tags     []string `json:"tags"`
 	Small    int8     `json:"small"`
 	Count    uint     `json:"count"`
+	Percent  uint8    `json:"percent"`
 	Data     []byte   `json:"data"`
 	Extra    any      `json:"extra"`
 	Since    *stamp   `json:"since"`
@@ -318,11 +336,11 @@ var stampCheck = map[reflect.Type]strictyaml.ScalarCheck{
 }
 
 // shape checks every document of a testdata file against widget.
-func shape(t *testing.T, file string, w strictyaml.Wording) []string {
+func shape(t *testing.T, file string) []string {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	require.NoError(t, err)
-	d := strictyaml.New("f.yaml", w)
+	d := strictyaml.New("f.yaml")
 	for _, doc := range d.Documents(data) {
 		if doc.Root != nil {
 			d.Shape(doc.Root, reflect.TypeFor[widget](), "", stampCheck)
@@ -332,12 +350,12 @@ func shape(t *testing.T, file string, w strictyaml.Wording) []string {
 }
 
 func TestShapeAcceptsWellFormedObjects(t *testing.T) {
-	assert.Empty(t, shape(t, "testdata/objects.yaml", strictyaml.Wording{}))
+	assert.Empty(t, shape(t, "testdata/objects.yaml"))
 }
 
 func TestShapeReportsEveryMistakeWithItsLine(t *testing.T) {
 	assert.Equal(t, []string{
-		`f.yaml:6: metadata.name: duplicate field`,
+		`f.yaml:6: metadata.name: duplicate field; first set on line 5`,
 		`f.yaml:7: metadata.nmae: unknown field "nmae" (did you mean "name"?)`,
 		`f.yaml:9: spec.replicas: must be an integer, got "3"`,
 		`f.yaml:10: spec.enabled: must be true or false, got "yes"`,
@@ -347,7 +365,7 @@ func TestShapeReportsEveryMistakeWithItsLine(t *testing.T) {
 		`f.yaml:14: spec.count: must be a non-negative integer, got the number -1`,
 		`f.yaml:15: spec: ` + strictyaml.MergeKeyMsg,
 		`f.yaml:16: spec: key a list is not a field name`,
-	}, shape(t, "testdata/mistakes.yaml", strictyaml.Wording{}))
+	}, shape(t, "testdata/mistakes.yaml"))
 }
 
 func TestShape(t *testing.T) {
@@ -359,41 +377,70 @@ func TestShape(t *testing.T) {
 		{desc: "null anywhere is the zero value", data: "metadata: ~\nspec:\n  tags: ~\n  since: ~\n"},
 		{desc: "inline fields are fields of the object", data: "apiVersion: x/v1\nkind: Widget\n"},
 		{desc: "a field tagged - is unknown", data: "spec:\n  Skipped: x\n",
-			want: []string{`f.yaml:2: spec.Skipped: unknown field "Skipped"`}},
+			want: []string{`f.yaml:2: spec.Skipped: unknown field "Skipped"; known fields: count, data, enabled, extra, percent, ratio, replicas, since, small, tags`}},
 		{desc: "an unexported field is unknown", data: "spec:\n  hidden: x\n",
-			want: []string{`f.yaml:2: spec.hidden: unknown field "hidden"`}},
+			want: []string{`f.yaml:2: spec.hidden: unknown field "hidden"; known fields: count, data, enabled, extra, percent, ratio, replicas, since, small, tags`}},
 		{desc: "map keys are paths in brackets", data: "metadata:\n  labels:\n    app: 5\n    app: x\n",
-			want: []string{`f.yaml:3: metadata.labels[app]: must be a string, got the number 5 (quote it)`, `f.yaml:4: metadata.labels[app]: duplicate key`}},
+			want: []string{`f.yaml:3: metadata.labels[app]: must be a string, got the number 5 (quote it)`, `f.yaml:4: metadata.labels[app]: duplicate key; first set on line 3`}},
 		{desc: "list items are paths with indexes", data: "spec:\n  tags: [a, [b]]\n",
-			want: []string{`f.yaml:2: spec.tags[1]: must be a string, got a list (quote it)`}},
+			want: []string{`f.yaml:2: spec.tags[1]: must be a string, got a list`}},
 		{desc: "bytes are a base64 string", data: "spec:\n  data: [1]\n",
 			want: []string{`f.yaml:2: spec.data: must be a base64 string, got a list`}},
 		{desc: "anything goes in a free-form field", data: "spec:\n  extra: {a: [1, {b: c}]}\n"},
 		{desc: "a scalar check decides for its type", data: "spec:\n  since: yesterday\n",
 			want: []string{`f.yaml:2: spec.since: must be an RFC 3339 time, got "yesterday"`}},
-		{desc: "an object where a list belongs", data: "spec:\n  tags: {a: b}\n",
-			want: []string{`f.yaml:2: spec.tags: must be a list, got an object`}},
-		{desc: "a list where an object belongs", data: "spec: [1]\n",
-			want: []string{`f.yaml:1: spec: must be an object, got a list`}},
+		{desc: "a mapping where a list belongs", data: "spec:\n  tags: {a: b}\n",
+			want: []string{`f.yaml:2: spec.tags: must be a list, got a mapping`}},
+		{desc: "a list where a mapping belongs", data: "spec: [1]\n",
+			want: []string{`f.yaml:1: spec: must be a mapping, got a list`}},
 		{desc: "aliases are checked where they are used", data: "metadata: &m {name: 5}\nspec: *m\n",
-			want: []string{`f.yaml:1: metadata.name: must be a string, got the number 5 (quote it)`, `f.yaml:1: spec.name: unknown field "name"`}},
+			want: []string{`f.yaml:1: metadata.name: must be a string, got the number 5 (quote it)`, `f.yaml:1: spec.name: unknown field "name"; known fields: count, data, enabled, extra, percent, ratio, replicas, since, small, tags`}},
 		{desc: "the int32 range", data: "spec:\n  replicas: 2147483648\n",
 			want: []string{`f.yaml:2: spec.replicas: integer 2147483648 out of range`}},
+		{desc: "the uint8 range", data: "spec:\n  percent: 256\n",
+			want: []string{`f.yaml:2: spec.percent: integer 256 out of range`}},
+		{desc: "integers too large for YAML's 64 bits are out of range too", data: "spec:\n  count: 0x1ffffffffffffffff\n  replicas: -99999999999999999999\n",
+			want: []string{`f.yaml:2: spec.count: integer 0x1ffffffffffffffff out of range`, `f.yaml:3: spec.replicas: integer -99999999999999999999 out of range`}},
+		{desc: "a sign is allowed, a negative count is not", data: "spec:\n  percent: +5\n  count: -99999999999999999999\n",
+			want: []string{`f.yaml:3: spec.count: must be a non-negative integer, got the number -99999999999999999999`}},
+		{desc: "a quoted integer is a string", data: "spec:\n  replicas: '99999999999999999999'\n",
+			want: []string{`f.yaml:2: spec.replicas: must be an integer, got "99999999999999999999"`}},
+		{desc: "a long wrong value is cut", data: "spec:\n  ratio: '" + strings.Repeat("9", 50) + "'\n",
+			want: []string{`f.yaml:2: spec.ratio: must be a number, got "` + strings.Repeat("9", 39) + `…"`}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			d := strictyaml.New("f.yaml", strictyaml.Wording{})
+			d := strictyaml.New("f.yaml")
 			d.Shape(root(t, tc.data), reflect.TypeFor[widget](), "", stampCheck)
 			assert.Equal(t, tc.want, lines(d))
 		})
 	}
 }
 
-func TestShapeUsesTheCallersWords(t *testing.T) {
-	assert.Equal(t, []string{
-		`f.yaml:6: metadata.name: DUP first=5 struct=true`,
-		`f.yaml:7: metadata.nmae: UNKNOWN nmae~name of 2`,
-		`f.yaml:9: spec.replicas: WANT an integer GOT <!!str>`,
-	}, shape(t, "testdata/mistakes.yaml", marked)[:3])
+// TestFieldsAndShapeWordMistakesAlike: a mistake reads the same whichever
+// way the file is walked, so the alertbridge config and the policy files
+// say it alike.
+func TestFieldsAndShapeWordMistakesAlike(t *testing.T) {
+	const data = "spec:\n  enabled: maybe\n  enabled: true\n  tag: [a]\n  replicas: 3.5\n  small: 99999999999999999999\n"
+	viaShape := strictyaml.New("f.yaml")
+	viaShape.Shape(root(t, data), reflect.TypeFor[widget](), "", stampCheck)
+
+	viaFields := strictyaml.New("f.yaml")
+	top := viaFields.Fields(root(t, data), "", []string{"apiVersion", "data", "kind", "metadata", "spec"})
+	known := []string{"count", "data", "enabled", "extra", "percent", "ratio", "replicas", "since", "small", "tags"}
+	f := viaFields.Fields(top["spec"].Value, "spec", known)
+	viaFields.Bool(f["enabled"].Value, "spec.enabled")
+	viaFields.Int(f["replicas"].Value, "spec.replicas")
+	viaFields.Int(f["small"].Value, "spec.small")
+
+	want := []string{
+		`f.yaml:2: spec.enabled: must be true or false, got "maybe"`,
+		`f.yaml:3: spec.enabled: duplicate field; first set on line 2`,
+		`f.yaml:4: spec.tag: unknown field "tag" (did you mean "tags"?)`,
+		`f.yaml:5: spec.replicas: must be an integer, got the number 3.5`,
+		`f.yaml:6: spec.small: integer 99999999999999999999 out of range`,
+	}
+	assert.Equal(t, want, lines(viaShape))
+	assert.Equal(t, want, lines(viaFields))
 }
 
 func TestErrorsAreErrors(t *testing.T) {

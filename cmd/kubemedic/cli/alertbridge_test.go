@@ -59,7 +59,7 @@ func TestAlertbridgeRenderErrors(t *testing.T) {
 		stderrHas []string
 	}{
 		{desc: "bad config names file, line and field", args: []string{"--config", badConfig, "--payload", gpuLostPayload}, code: 1, stderrHas: []string{
-			badConfig + `:3: stormGuard.window: "10x" is not a duration`,
+			badConfig + `:3: stormGuard.window: must be a duration such as 90s, 10m, 24h or 1d, got "10x"`,
 			badConfig + `:5: routes[0].matchers[0]: bad matcher "team=~("`,
 		}},
 		{desc: "missing config", args: []string{"--config", filepath.Join(dir, "nope.yaml"), "--payload", gpuLostPayload}, code: 1,
