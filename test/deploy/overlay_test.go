@@ -23,18 +23,18 @@ const (
 	overlayRegistry  = "registry.example.com/"
 )
 
-// TestKustomizeApplyServerDryRun runs the documented install against a
-// real API server, with kubectl's own kustomize: the CRDs for real (a
-// NodeOperationTemplate cannot be applied in the same run as its CRD),
-// then `kubectl apply -k --dry-run=server` of deploy/ and of the example
-// overlay, which runs the API's validation (schemas, CEL rules, the
-// Deployments' and the DaemonSet's pod specs, PodDisruptionBudgets) and
-// admission on every object without storing any. The namespaces are
-// created first because a dry run creates none. deploy/prometheus is not
-// applied: its kinds are prometheus-operator's, whose CRDs this API server
-// does not have (TestPrometheusKustomization checks it apart).
-func TestKustomizeApplyServerDryRun(t *testing.T) {
-	env := harness.Start(t, localcluster.Options{CRDDir: "-"})
+// serverDryRun runs `kubectl apply -k --dry-run=server` of deploy/ and of
+// the example overlay against env, whose kubemedic CRDs are installed and
+// established (a NodeOperationTemplate cannot be applied in the same run as
+// its CRD): the API's validation (schemas, CEL rules, the Deployments' and
+// the DaemonSet's pod specs, PodDisruptionBudgets) and admission run on
+// every object, and none is stored. The namespaces are created first
+// because a dry run creates none. deploy/prometheus is not applied: its
+// kinds are prometheus-operator's, whose CRDs this API server does not have
+// (TestPrometheusKustomization checks it apart). TestInstallFresh calls it
+// before the real install, sharing its API server.
+func serverDryRun(t *testing.T, env *localcluster.Cluster) {
+	t.Helper()
 	kubectl := filepath.Join(env.BinDir, "kubectl")
 	root := repoRoot(t)
 	run := func(args ...string) string {
@@ -46,8 +46,6 @@ func TestKustomizeApplyServerDryRun(t *testing.T) {
 		require.NoError(t, err, "kubectl %s: %s", strings.Join(args, " "), stderr.String())
 		return string(out)
 	}
-	run("apply", "-k", filepath.Join(root, "deploy/crds"))
-	run("wait", "--for=condition=Established", "--timeout=60s", "crd/nodeoperationtemplates.kubemedic.io")
 	for _, ns := range []string{namespace, overlayNamespace} {
 		require.NoError(t, env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	}

@@ -481,8 +481,9 @@ func checkRendered(t *testing.T, rendered []byte, wantNamespaces int) {
 
 // TestInstallFresh installs kubemedic the documented way on an API server
 // without kubemedic's CRDs: the CRDs first (a NodeOperationTemplate cannot
-// be applied in the same run as its CRD), then everything, for real. The
-// templates end up cluster-scoped and as written.
+// be applied in the same run as its CRD), then a server-side dry run of
+// deploy/ and of the example overlay (serverDryRun), then everything, for
+// real. The templates end up cluster-scoped and as written.
 func TestInstallFresh(t *testing.T) {
 	env := harness.Start(t, localcluster.Options{CRDDir: "-"})
 	kubectl := filepath.Join(env.BinDir, "kubectl")
@@ -494,6 +495,7 @@ func TestInstallFresh(t *testing.T) {
 	}
 	run("apply", "-k", filepath.Join(root, "deploy/crds"))
 	run("wait", "--for=condition=Established", "--timeout=60s", "crd/nodeoperationtemplates.kubemedic.io")
+	t.Run("server dry run", func(t *testing.T) { serverDryRun(t, env) })
 	run("apply", "-k", filepath.Join(root, "deploy"))
 
 	// The bindings reach the ServiceAccount, and only as far as intended.
