@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	_ "time/tzdata" // maintenance-window time zones resolve without the host's zoneinfo
 
@@ -97,12 +98,23 @@ func Location(name string) (*time.Location, error) {
 	case strings.EqualFold(name, "local"):
 		return nil, fmt.Errorf("time zone %q: the zone of the machine that evaluates the policy is not a maintenance window; name one, such as UTC", name)
 	}
+	if loc, ok := zones.Load(name); ok {
+		return loc.(*time.Location), nil
+	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
 		return nil, fmt.Errorf("time zone %q: %w", name, err)
 	}
+	zones.Store(name, loc)
 	return loc, nil
 }
+
+// zones caches the time zones Location loaded, by name. It is the one cache
+// of this package, kept because the data cannot change while the process
+// runs and time.LoadLocation reads and unpacks it on every call, while the
+// remediator compiles every policy on every admission. Unknown names are not
+// cached: they stay errors and cost a lookup each time.
+var zones sync.Map // string -> *time.Location
 
 // clockMinutes parses "HH:MM" strictly (two digits each) into minutes since
 // midnight; "24:00" is accepted only as an end.

@@ -43,7 +43,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("policy", klog.KObj(pol)))
 	orig := pol.DeepCopy()
-	res, creates, err := r.reconcile(ctx, pol)
+	res, out, err := r.reconcile(ctx, pol)
 	// The status carries the breaker that gates creation: write it first,
 	// with an optimistic lock, and create only when that write succeeded.
 	if !equality.Semantic.DeepEqual(orig.Status, pol.Status) {
@@ -54,6 +54,12 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, fmt.Errorf("patch status of policy %s: %w", pol.Name, perr)
 		}
 	}
+	// Told once the status that records them is written: a pass retried
+	// after a conflict does not tell twice.
+	for _, e := range out.events {
+		r.Recorder.Eventf(pol, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+	}
+	creates := out.creates
 	// In parallel: one round trip after another, 50 creates (1 % of 5,000
 	// nodes) took 1.4 s on a loaded API server (test/scale/remediator).
 	var wg sync.WaitGroup
@@ -78,30 +84,38 @@ type creation struct {
 	node *corev1.Node
 }
 
-// reconcile sets the status on pol (patched by the caller) and returns the
-// operations to create once that status is written. The decisions are
-// plan.Pass's, the same that `kubemedic policy simulate` shows.
-func (r *PolicyReconciler) reconcile(ctx context.Context, pol *v1alpha1.RemediationPolicy) (ctrl.Result, []creation, error) {
+// passOutcome is what a pass leaves to do once the policy's status is
+// written: the Events that tell of it and the operations to create.
+type passOutcome struct {
+	events  []plan.Event
+	creates []creation
+}
+
+// reconcile sets the status on pol (patched by the caller) and returns what
+// to do once that status is written. The decisions are plan.Pass's, the
+// same that `kubemedic policy simulate` shows.
+func (r *PolicyReconciler) reconcile(ctx context.Context, pol *v1alpha1.RemediationPolicy) (ctrl.Result, passOutcome, error) {
+	var out passOutcome
 	logger := log.FromContext(ctx)
 	now := r.Clock.Now()
 	all, err := compiledPolicies(ctx, r.Client)
 	if err != nil {
-		return ctrl.Result{}, nil, err
+		return ctrl.Result{}, out, err
 	}
 	nodes, ops, err := listNodesAndOps(ctx, r.Client)
 	if err != nil {
-		return ctrl.Result{}, nil, err
+		return ctrl.Result{}, out, err
 	}
 	templates, err := templateNames(ctx, r.Client)
 	if err != nil {
-		return ctrl.Result{}, nil, err
+		return ctrl.Result{}, out, err
 	}
 	pass := plan.Pass(plan.PassInput{Evaluate: []*v1alpha1.RemediationPolicy{pol}, Policies: all,
 		Nodes: nodes, Ops: ops, Templates: templates, Now: now}).Policies[0]
 	pol.Status = pass.Status
 	if pass.Invalid != nil {
-		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, v1alpha1.EventPolicyInvalid, "Evaluate", "%s", pass.Invalid.Error())
-		return ctrl.Result{}, nil, reconcile.TerminalError(pass.Invalid)
+		out.events = append(out.events, plan.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.EventPolicyInvalid, Action: "Evaluate", Note: pass.Invalid.Error()})
+		return ctrl.Result{}, out, reconcile.TerminalError(pass.Invalid)
 	}
 
 	pl := pass.Plan
@@ -109,10 +123,10 @@ func (r *PolicyReconciler) reconcile(ctx context.Context, pol *v1alpha1.Remediat
 	switch {
 	case b.Opened:
 		logger.Info("Opening circuit breaker", "unhealthy", pl.Unhealthy, "limit", pl.Limit)
-		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, v1alpha1.ReasonBreakerOpen, "OpenBreaker", "%s", b.Message)
+		out.events = append(out.events, plan.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.ReasonBreakerOpen, Action: "OpenBreaker", Note: b.Message})
 	case pass.BreakerClosed:
 		logger.Info("Closing circuit breaker", "reason", b.Reason)
-		r.Recorder.Eventf(pol, nil, corev1.EventTypeNormal, v1alpha1.EventBreakerClosed, "CloseBreaker", "%s: %s", b.Reason, b.Message)
+		out.events = append(out.events, plan.Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventBreakerClosed, Action: "CloseBreaker", Note: b.Reason + ": " + b.Message})
 	}
 	if b.Open {
 		r.Metrics.breakerOpen.WithLabelValues(pol.Name).Set(1)
@@ -120,21 +134,20 @@ func (r *PolicyReconciler) reconcile(ctx context.Context, pol *v1alpha1.Remediat
 		r.Metrics.breakerOpen.WithLabelValues(pol.Name).Set(0)
 	}
 
-	var creates []creation
 	if len(pl.Create) > 0 {
 		nodeByName := make(map[string]*corev1.Node, len(nodes))
 		for _, n := range nodes {
 			nodeByName[n.Name] = n
 		}
 		for _, op := range pl.Create {
-			creates = append(creates, creation{op, nodeByName[op.Spec.NodeName]})
+			out.creates = append(out.creates, creation{op, nodeByName[op.Spec.NodeName]})
 		}
 	}
 	var res ctrl.Result
 	if !pl.Next.IsZero() {
 		res.RequeueAfter = max(pl.Next.Sub(now), time.Second)
 	}
-	return res, creates, nil
+	return res, out, nil
 }
 
 func (r *PolicyReconciler) create(ctx context.Context, pol *v1alpha1.RemediationPolicy, op *v1alpha1.NodeOperation, node *corev1.Node) {

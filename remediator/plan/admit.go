@@ -135,7 +135,9 @@ func Admit(in AdmitInput) Admission {
 			waits = append(waits, a)
 		}
 		if !op.Spec.Urgent {
-			if open, next := InWindow(p.windows, in.Now); !open {
+			if p.windowErr != nil {
+				waits = append(waits, Admission{Reason: v1alpha1.ReasonOutsideWindow, Message: name + "cannot read the maintenance windows, so none opens: " + p.windowErr.Error()})
+			} else if open, next := InWindow(p.windows, in.Now); !open {
 				waits = append(waits, Admission{Reason: v1alpha1.ReasonOutsideWindow, Next: next,
 					Message: fmt.Sprintf("%soutside the maintenance windows; the next opens at %s", name, next.UTC().Format(time.RFC3339))})
 			}

@@ -128,7 +128,9 @@ type Transition struct {
 	// metric (a limit that newly holds or ends the operation, or DryRun).
 	Blocked string
 	// Remediated is the time from the trigger condition to a verified node;
-	// zero when the step did not verify one or had no trigger.
+	// zero when the step did not verify one or had no trigger (a negative
+	// time, from clock skew between the node and the remediator, is not
+	// counted either).
 	Remediated time.Duration
 }
 
@@ -352,8 +354,10 @@ func (t *transition) cordoning() {
 	case n.Spec.Unschedulable && by == "":
 		t.cond(v1alpha1.OperationCordoned, metav1.ConditionTrue, v1alpha1.ReasonCordonedByHuman, "the node was already cordoned by someone else; kubemedic leaves it cordoned")
 	case n.Spec.Unschedulable && by == op.Name:
-		// Cordoned by this operation in a pass whose status write failed.
+		// Cordoned by this operation in a pass whose status write failed,
+		// and with it that pass's Event.
 		t.cond(v1alpha1.OperationCordoned, metav1.ConditionTrue, v1alpha1.ReasonCordonedByKubemedic, "kubemedic cordoned the node and uncordons it after verification")
+		t.emit(corev1.EventTypeNormal, v1alpha1.EventCordoned, "Cordon", "node cordoned")
 	default:
 		// Not cordoned, or cordoned by an earlier kubemedic operation (the
 		// step before an escalation), which passes it to this one.
@@ -427,7 +431,15 @@ func (t *transition) running() {
 	timeout := OperationTimeout(op, tpl)
 	deadline := t.since(v1alpha1.OperationSucceeded).Add(timeout)
 
-	if criterion == v1alpha1.SuccessNodeRebooted && n != nil && op.Status.BootID != "" &&
+	if pod != nil && t.Status.PodName == "" {
+		// Created in a pass whose status write failed: recorded now, so
+		// that a pod gone later is not created a second time.
+		t.Status.PodName = pod.Name
+	}
+	// A reboot counts only once the operation pod was created: a node that
+	// rebooted before (a long drain, or the fault itself) has not run the
+	// template.
+	if criterion == v1alpha1.SuccessNodeRebooted && t.Status.PodName != "" && n != nil && op.Status.BootID != "" &&
 		n.Status.NodeInfo.BootID != "" && n.Status.NodeInfo.BootID != op.Status.BootID && nodeReady(n) {
 		msg := fmt.Sprintf("the node rebooted: boot ID %s, was %s, and it is Ready", n.Status.NodeInfo.BootID, op.Status.BootID)
 		t.cond(v1alpha1.OperationSucceeded, metav1.ConditionTrue, v1alpha1.ReasonNodeRebooted, msg)
@@ -468,7 +480,7 @@ func (t *transition) running() {
 		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonOperationTimeout, msg)
 		return
 	}
-	if pod == nil && op.Status.PodName == "" {
+	if pod == nil && t.Status.PodName == "" {
 		// The pod's name is the operation's, so a second creation fails
 		// AlreadyExists instead of running the operation twice.
 		t.Effect = EffectCreatePod

@@ -52,6 +52,9 @@ type PolicyPlan struct {
 	// MissingTemplates are step operations without a template: the policy
 	// is not Ready and creates nothing.
 	MissingTemplates []string
+	// WindowError is why the maintenance windows cannot be read: the policy
+	// is not Ready, and only its urgent steps start (Admit).
+	WindowError error
 	// Create are the operations to create, at most one per node.
 	Create []*v1alpha1.NodeOperation
 	// Holds say why target nodes got nothing new.
@@ -78,7 +81,7 @@ type Hold struct {
 func Evaluate(in PolicyInput) PolicyPlan {
 	p := in.Policy
 	spec := &p.Obj.Spec
-	var out PolicyPlan
+	out := PolicyPlan{WindowError: p.windowErr}
 	for _, st := range spec.Steps {
 		if st.Operation != "" && !in.Templates[st.Operation] {
 			out.MissingTemplates = append(out.MissingTemplates, st.Operation)

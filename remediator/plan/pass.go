@@ -146,10 +146,14 @@ func policyStatus(obj *v1alpha1.RemediationPolicy, pl *PolicyPlan, now time.Time
 	setPaused(&st, obj, now)
 	st.MatchedNodes, st.UnhealthyNodes = int32(pl.Selected), int32(pl.Unhealthy)
 	st.ActiveOperations, st.QuarantinedNodes = int32(pl.Active), int32(pl.Quarantined)
-	if len(pl.MissingTemplates) > 0 {
+	switch {
+	case len(pl.MissingTemplates) > 0:
 		SetCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, v1alpha1.ReasonTemplateNotFound,
 			fmt.Sprintf("NodeOperationTemplates %v do not exist; the policy starts nothing", pl.MissingTemplates), gen, now)
-	} else {
+	case pl.WindowError != nil:
+		SetCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionFalse, v1alpha1.ReasonInvalid,
+			fmt.Sprintf("%v; no maintenance window opens until it is fixed, so only urgent steps start", pl.WindowError), gen, now)
+	default:
 		SetCondition(&st.Conditions, v1alpha1.PolicyReady, metav1.ConditionTrue, v1alpha1.ReasonEvaluated,
 			fmt.Sprintf("%d nodes selected, %d unhealthy, %d operations active", pl.Selected, pl.Unhealthy, pl.Active), gen, now)
 	}

@@ -329,3 +329,23 @@ func TestPassChangesNothing(t *testing.T) {
 	require.Equal(t, wantOthers, []*v1alpha1.RemediationPolicy{others[0].Obj, others[1].Obj})
 	require.Equal(t, "b", nodes[0].Name, "the caller's node order")
 }
+
+// TestPassBadWindowIsNotReady: a time zone the API server let through makes
+// the policy not Ready, saying why, while it still counts and creates (its
+// operations then wait, TestBadWindowsFailClosed).
+func TestPassBadWindowIsNotReady(t *testing.T) {
+	obj := policy(t, "gpu").Obj.DeepCopy()
+	obj.Spec.Safety.MaintenanceWindows = []v1alpha1.MaintenanceWindow{{Start: "22:00", End: "04:00", CrossesMidnight: true, TimeZone: "Europe/Berln"}}
+	out := Pass(PassInput{Evaluate: []*v1alpha1.RemediationPolicy{obj}, Nodes: []*corev1.Node{node("a", xid(ago(time.Hour)))},
+		Templates: map[string]bool{"reset-gpu": true, "reboot": true}, Now: now, Admit: true}).Policies[0]
+	require.NoError(t, out.Invalid)
+	ready := apimeta.FindStatusCondition(out.Status.Conditions, v1alpha1.PolicyReady)
+	require.NotNil(t, ready)
+	require.Equal(t, metav1.ConditionFalse, ready.Status)
+	require.Equal(t, v1alpha1.ReasonInvalid, ready.Reason)
+	require.Contains(t, ready.Message, `spec.safety.maintenanceWindows[0].timeZone: Invalid value: "Europe/Berln"`)
+	require.Contains(t, ready.Message, "only urgent steps start")
+	require.Len(t, out.Creates, 1)
+	require.Equal(t, Wait, out.Creates[0].Admission.Verdict)
+	require.Equal(t, v1alpha1.ReasonOutsideWindow, out.Creates[0].Admission.Reason)
+}

@@ -28,9 +28,15 @@ type Policy struct {
 	Obj      *v1alpha1.RemediationPolicy
 	selector labels.Selector
 	conds    []condMatcher
-	// windows are spec.safety.maintenanceWindows, parsed.
-	windows []policies.Window
+	// windows are spec.safety.maintenanceWindows, parsed; windowErr, when
+	// one does not parse (the windows are then closed).
+	windows   []policies.Window
+	windowErr error
 }
+
+// WindowError is why the policy's maintenance windows cannot be read, or
+// nil. Such a policy starts only urgent operations.
+func (p *Policy) WindowError() error { return p.windowErr }
 
 type condMatcher struct {
 	v1alpha1.ConditionMatch
@@ -68,13 +74,20 @@ func Compile(p *v1alpha1.RemediationPolicy) (*Policy, error) {
 	if len(obj.Spec.Steps) == 0 {
 		return nil, fmt.Errorf("policy %s: spec.steps: at least one step is required", p.Name)
 	}
+	// A window that does not parse fails closed: the policy still counts
+	// (its breaker and budgets hold its nodes, manual operations included)
+	// but its windows never open, so only urgent steps start; its Ready
+	// condition says why (WindowError). The API server cannot check time
+	// zones, so such a policy can exist.
 	windows := field.NewPath("spec", "safety", "maintenanceWindows")
+	var werrs field.ErrorList
 	for i, mw := range obj.Spec.Safety.MaintenanceWindows {
 		w, errs := policies.ParseWindow(mw, windows.Index(i))
-		if len(errs) > 0 {
-			return nil, fmt.Errorf("policy %s: %w", p.Name, errs.ToAggregate())
-		}
+		werrs = append(werrs, errs...)
 		out.windows = append(out.windows, w)
+	}
+	if len(werrs) > 0 {
+		out.windows, out.windowErr = nil, werrs.ToAggregate()
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubemedic/kubemedic/policies"
@@ -153,10 +154,12 @@ func parseWindows(t *testing.T, ws []v1alpha1.MaintenanceWindow) []policies.Wind
 	return out
 }
 
-// TestCompileRefusesBadWindows: a window policies.Validate refuses makes the
-// policy invalid in the remediator too (it then starts nothing), with the
-// same field path and words, so the CLI and the controller agree.
-func TestCompileRefusesBadWindows(t *testing.T) {
+// TestBadWindowsFailClosed: a window policies.Validate refuses is read by
+// the remediator with the same parser, field path and words, and fails
+// closed: the policy still compiles (its breaker and budgets still hold its
+// nodes) but no window opens, so a non-urgent operation waits, naming the
+// problem, and an urgent one (a quarantine) still starts.
+func TestBadWindowsFailClosed(t *testing.T) {
 	for _, tc := range []struct {
 		desc string
 		ws   []v1alpha1.MaintenanceWindow
@@ -177,9 +180,25 @@ func TestCompileRefusesBadWindows(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			obj := policy(t, "p").Obj.DeepCopy()
 			obj.Spec.Safety.MaintenanceWindows = tc.ws
-			_, err := Compile(obj)
-			require.ErrorContains(t, err, tc.err)
-			require.Equal(t, tc.err != "", len(policies.Validate(obj)) > 0, "policies.Validate agrees")
+			p, err := Compile(obj)
+			require.NoError(t, err)
+			require.ErrorContains(t, p.WindowError(), tc.err)
+			require.NotEmpty(t, policies.Validate(obj), "policies.Validate agrees")
+
+			n := node("gpu-1", xid(ago(time.Hour)))
+			waiting := op("op", "gpu-1", of("p", "e", 0), phase(v1alpha1.PhaseWaitingForBudget))
+			a := Admit(AdmitInput{Op: waiting, Node: n, Policies: []*Policy{p}, Nodes: []*corev1.Node{n}, Now: now})
+			require.Equal(t, Wait, a.Verdict)
+			require.Equal(t, v1alpha1.ReasonOutsideWindow, a.Reason)
+			require.Contains(t, a.Message, "cannot read the maintenance windows, so none opens: ")
+			require.Contains(t, a.Message, tc.err)
+
+			urgent := waiting.DeepCopy()
+			urgent.Spec.Urgent = true
+			require.Equal(t, Start, Admit(AdmitInput{Op: urgent, Node: n, Policies: []*Policy{p}, Nodes: []*corev1.Node{n}, Now: now}).Verdict)
+
+			pl := Evaluate(PolicyInput{Policy: p, Policies: []*Policy{p}, Nodes: []*corev1.Node{n}, Templates: map[string]bool{"reset-gpu": true, "reboot": true}, Now: now})
+			require.Equal(t, p.WindowError(), pl.WindowError, "the plan carries it for the Ready condition")
 		})
 	}
 }
