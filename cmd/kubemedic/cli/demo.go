@@ -38,10 +38,16 @@ needed), installs the kubemedic CRDs, starts kwok to simulate GPU nodes
 policies. It prints how to point kubectl at it and runs until Ctrl-C, then
 tears everything down.
 
+The kubeconfig goes to $TMPDIR/kubemedic-demo.kubeconfig; while another
+demo runs with that path, to kubemedic-demo-<pid>.kubeconfig beside it, and
+the demo says so. A second demo given the --kubeconfig of a running one
+refuses, naming that demo's pid. Each demo has its own control plane, and
+stopping one never touches another.
+
 The test binaries come from 'make testbin' (KUBEMEDIC_TESTBIN or
 hack/testbin.sh --print).`,
 		Example: `  make demo
-  kubemedic demo --nodes 64 --kubeconfig /tmp/kubemedic-demo.kubeconfig`,
+  kubemedic demo --nodes 64 --kubeconfig /tmp/my-demo.kubeconfig`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.nodes < 1 {
 				return fmt.Errorf("--nodes must be at least 1, got %d", o.nodes)
@@ -58,7 +64,7 @@ hack/testbin.sh --print).`,
 	cmd.Flags().IntVar(&o.nodes, "nodes", 16, "number of simulated GPU nodes")
 	cmd.Flags().IntVar(&o.migEvery, "mig-every", 4, "every k-th node exposes MIG devices instead of whole GPUs (0: none)")
 	cmd.Flags().StringArrayVar(&o.policyDirs, "policies", []string{"policies/examples"}, "policy files or directories to apply")
-	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", filepath.Join(os.TempDir(), "kubemedic-demo.kubeconfig"), "where to write the kubeconfig of the demo cluster")
+	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the kubeconfig of the demo cluster (default $TMPDIR/kubemedic-demo.kubeconfig, or kubemedic-demo-<pid>.kubeconfig beside it while another demo holds that)")
 	return cmd
 }
 
@@ -77,6 +83,20 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		return fmt.Errorf("%d problems in the policies to apply (run from the repository root, or pass --policies FILE|DIR)", len(problems))
 	}
 
+	explicit := o.kubeconfig != ""
+	if !explicit {
+		o.kubeconfig = defaultDemoKubeconfig()
+	}
+	kc, err := claimDemoKubeconfig(o.kubeconfig, explicit)
+	if err != nil {
+		return err
+	}
+	defer kc.Release()
+	if kc.Other != 0 {
+		say("Another demo (pid %d) is running with %s; this one writes its own kubeconfig, %s", kc.Other, o.kubeconfig, kc.Path)
+	}
+	o.kubeconfig = kc.Path
+
 	say("Starting kube-apiserver, etcd and kwok, installing the kubemedic CRDs")
 	env, err := localcluster.New(ctx, localcluster.Options{Kwok: true, Logf: func(f string, a ...any) { say(f, a...) }})
 	if err != nil {
@@ -87,7 +107,6 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintf(out, "demo: stop: %v\n", err)
 		}
-		_ = os.Remove(o.kubeconfig)
 	}()
 
 	nodes, err := env.CreateGPUNodes(ctx, o.nodes, localcluster.NodeSpec{MIGEvery: o.migEvery})
@@ -116,11 +135,11 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	}
 	say("Applied %d objects from %v", len(docs), o.policyDirs)
 
-	kc, err := os.ReadFile(env.Kubeconfig)
+	data, err := os.ReadFile(env.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("read kubeconfig: %w", err)
 	}
-	if err := os.WriteFile(o.kubeconfig, kc, 0o600); err != nil {
+	if err := os.WriteFile(o.kubeconfig, data, 0o600); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	say("Ready in %s. In another shell:", time.Since(start).Round(100*time.Millisecond))

@@ -16,54 +16,99 @@ import (
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 )
 
-// TestDemo runs `kubemedic demo` as a user would, checks the cluster it
-// prints, interrupts it and checks that every process it started is gone.
-func TestDemo(t *testing.T) {
+// demoProc is a `kubemedic demo` process started by a test.
+type demoProc struct {
+	cmd        *exec.Cmd
+	lines      chan string
+	transcript []string
+}
+
+// buildDemo builds the kubemedic binary once for a test.
+func buildDemo(t *testing.T) (bin, binDir string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: starts kube-apiserver, etcd and kwok; skipped in -short mode")
 	}
 	binDir, err := localcluster.BinDir()
 	require.NoError(t, err)
-	bin := filepath.Join(t.TempDir(), "kubemedic")
+	bin = filepath.Join(t.TempDir(), "kubemedic")
 	out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput()
 	require.NoError(t, err, "%s", out)
+	return bin, binDir
+}
 
-	kubeconfig := filepath.Join(t.TempDir(), "demo.kubeconfig")
-	cmd := exec.Command(bin, "demo", "--nodes", "16", "--kubeconfig", kubeconfig)
+// startDemo starts `kubemedic demo ARGS` from the repository root with env
+// added to the environment, and reads its output.
+func startDemo(t *testing.T, bin, binDir string, env []string, args ...string) *demoProc {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"demo"}, args...)...)
 	cmd.Dir = "../../.."
-	cmd.Env = append(os.Environ(), "KUBEMEDIC_TESTBIN="+binDir)
+	cmd.Env = append(append(os.Environ(), "KUBEMEDIC_TESTBIN="+binDir), env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = cmd.Stdout
-	start := time.Now()
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-
-	lines := make(chan string, 100)
+	d := &demoProc{cmd: cmd, lines: make(chan string, 100)}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			lines <- sc.Text()
+			d.lines <- sc.Text()
 		}
-		close(lines)
+		close(d.lines)
 	}()
-	var transcript []string
-	deadline := time.After(2 * time.Minute)
-wait:
+	return d
+}
+
+// waitFor reads the demo's output until a line contains want, and returns
+// the transcript so far; it fails when the demo exits or within passes.
+func (d *demoProc) waitFor(t *testing.T, want string, within time.Duration) string {
+	t.Helper()
+	deadline := time.After(within)
 	for {
 		select {
-		case l, ok := <-lines:
-			require.True(t, ok, "demo exited before it was ready:\n%s", strings.Join(transcript, "\n"))
-			transcript = append(transcript, l)
-			if strings.Contains(l, "Ready in") {
-				break wait
+		case l, ok := <-d.lines:
+			require.True(t, ok, "demo exited before printing %q:\n%s", want, strings.Join(d.transcript, "\n"))
+			d.transcript = append(d.transcript, l)
+			if strings.Contains(l, want) {
+				return strings.Join(d.transcript, "\n")
 			}
 		case <-deadline:
-			t.Fatalf("demo not ready within 2 minutes:\n%s", strings.Join(transcript, "\n"))
+			t.Fatalf("demo did not print %q within %s:\n%s", want, within, strings.Join(d.transcript, "\n"))
 		}
 	}
+}
+
+// interrupt sends Ctrl-C and waits for the demo to exit, returning its error.
+func (d *demoProc) interrupt(t *testing.T) error {
+	t.Helper()
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGINT))
+	done := make(chan error, 1)
+	go func() {
+		for l := range d.lines {
+			d.transcript = append(d.transcript, l)
+		}
+		done <- d.cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("demo did not stop within 60s of Ctrl-C")
+		return nil
+	}
+}
+
+// TestDemo runs `kubemedic demo` as a user would, checks the cluster it
+// prints, interrupts it and checks that every process it started is gone.
+func TestDemo(t *testing.T) {
+	bin, binDir := buildDemo(t)
+	kubeconfig := filepath.Join(t.TempDir(), "demo.kubeconfig")
+	start := time.Now()
+	d := startDemo(t, bin, binDir, nil, "--nodes", "16", "--kubeconfig", kubeconfig)
+	transcript := d.waitFor(t, "Ready in", 2*time.Minute)
 	t.Logf("demo ready in %s", time.Since(start).Round(100*time.Millisecond))
-	require.Contains(t, strings.Join(transcript, "\n"), "16 simulated GPU nodes are Ready")
+	require.Contains(t, transcript, "16 simulated GPU nodes are Ready")
 
 	kubectl := func(args ...string) string {
 		out, err := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
@@ -76,26 +121,57 @@ wait:
 	require.Contains(t, policies, "remediationpolicy.kubemedic.io/")
 	require.Contains(t, kubectl("get", "nodeoperationtemplates", "-o", "name"), "nodeoperationtemplate.kubemedic.io/reset-gpu")
 
-	children := descendants(cmd.Process.Pid)
+	children := descendants(d.cmd.Process.Pid)
 	require.NotEmpty(t, children, "the demo should have started etcd, kube-apiserver and kwok")
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	done := make(chan error, 1)
-	go func() {
-		for range lines {
-		}
-		done <- cmd.Wait()
-	}()
-	select {
-	case err := <-done:
-		require.NoError(t, err, "demo should exit 0 after Ctrl-C")
-	case <-time.After(60 * time.Second):
-		t.Fatal("demo did not stop within 60s of Ctrl-C")
-	}
+	require.NoError(t, d.interrupt(t), "demo should exit 0 after Ctrl-C")
 	for _, pid := range children {
 		require.False(t, alive(pid), "process %d started by the demo is still running", pid)
 	}
-	_, err = os.Stat(kubeconfig)
+	_, err := os.Stat(kubeconfig)
 	require.True(t, os.IsNotExist(err), "the demo kubeconfig should be removed on exit")
+}
+
+// TestTwoDemos starts two demos side by side, as two newcomers on one
+// machine would: the first takes the default kubeconfig path, the second
+// says so and writes its own; each answers on its own API server; stopping
+// the first leaves the second answering and its kubeconfig in place. A
+// third demo given the second's path refuses, naming its pid.
+func TestTwoDemos(t *testing.T) {
+	bin, binDir := buildDemo(t)
+	tmp := t.TempDir() // the default path lives in TMPDIR, not in the user's /tmp
+	env := []string{"TMPDIR=" + tmp}
+	defaultPath := filepath.Join(tmp, "kubemedic-demo.kubeconfig")
+
+	first := startDemo(t, bin, binDir, env, "--nodes", "2", "--mig-every", "0")
+	require.Contains(t, first.waitFor(t, "export KUBECONFIG=", 2*time.Minute), "export KUBECONFIG="+defaultPath)
+	second := startDemo(t, bin, binDir, env, "--nodes", "3", "--mig-every", "0")
+	secondPath := filepath.Join(tmp, "kubemedic-demo-"+strconv.Itoa(second.cmd.Process.Pid)+".kubeconfig")
+	transcript := second.waitFor(t, "export KUBECONFIG=", 2*time.Minute)
+	require.Contains(t, transcript, "Another demo (pid "+strconv.Itoa(first.cmd.Process.Pid)+") is running with "+defaultPath)
+	require.Contains(t, transcript, "export KUBECONFIG="+secondPath)
+
+	nodes := func(kubeconfig string) int {
+		out, err := exec.Command(filepath.Join(binDir, "kubectl"), "--kubeconfig", kubeconfig, "get", "nodes", "--no-headers").CombinedOutput()
+		require.NoError(t, err, "kubectl get nodes with %s: %s", kubeconfig, out)
+		return strings.Count(string(out), " Ready ")
+	}
+	require.Equal(t, 2, nodes(defaultPath), "the first demo's cluster")
+	require.Equal(t, 3, nodes(secondPath), "the second demo's own cluster")
+
+	third := startDemo(t, bin, binDir, env, "--kubeconfig", secondPath)
+	require.Error(t, third.cmd.Wait(), "a demo given a running demo's kubeconfig must exit non-zero")
+	for l := range third.lines {
+		third.transcript = append(third.transcript, l)
+	}
+	require.Contains(t, strings.Join(third.transcript, "\n"), "another demo (pid "+strconv.Itoa(second.cmd.Process.Pid)+") is running with --kubeconfig "+secondPath)
+
+	require.NoError(t, first.interrupt(t))
+	_, err := os.Stat(defaultPath)
+	require.True(t, os.IsNotExist(err), "the first demo removes its own kubeconfig")
+	require.Equal(t, 3, nodes(secondPath), "stopping the first demo leaves the second answering")
+	require.NoError(t, second.interrupt(t))
+	_, err = os.Stat(secondPath)
+	require.True(t, os.IsNotExist(err), "the second demo removes its own kubeconfig")
 }
 
 // descendants lists the PIDs of every process below pid.
