@@ -75,44 +75,8 @@ func (r *OperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, fmt.Errorf("get node %s: %w", op.Spec.NodeName, err)
 	}
 
-	var (
-		evs        []plan.Event
-		afterWrite []func()
-		requeue    time.Duration
-		deleted    bool
-		err        error
-	)
-	now := r.Clock.Now()
-	for range maxSteps {
-		var st *step
-		if st, err = r.observe(ctx, op, node, now); err != nil {
-			break
-		}
-		t := plan.Advance(st.in)
-		var retry bool
-		if retry, err = r.effect(ctx, st, &t); err != nil || retry {
-			if retry {
-				requeue = shortest(requeue, time.Second)
-			}
-			break
-		}
-		if t.Status.Phase != op.Status.Phase {
-			log.FromContext(ctx).Info("Advancing operation", "from", op.Status.Phase, "to", t.Status.Phase, "effect", t.Effect, "message", t.Status.Message)
-		}
-		before := op.Status.Phase
-		op.Status = t.Status
-		evs = append(evs, t.Events...)
-		afterWrite = append(afterWrite, r.metrics(op, t)...)
-		requeue = shortest(requeue, t.RequeueAfter)
-		if t.Effect == plan.EffectDeleteOperation {
-			deleted = true
-			break
-		}
-		if op.Status.Phase == before {
-			break
-		}
-	}
-	if !deleted && !equality.Semantic.DeepEqual(orig.Status, op.Status) {
+	out, err := r.advance(ctx, op, node)
+	if !out.deleted && !equality.Semantic.DeepEqual(orig.Status, op.Status) {
 		if perr := r.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); perr != nil {
 			if apierrors.IsNotFound(perr) {
 				return ctrl.Result{}, nil
@@ -120,19 +84,72 @@ func (r *OperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{}, fmt.Errorf("patch status of operation %s: %w", op.Name, perr)
 		}
 	}
-	for _, e := range evs {
+	for _, e := range out.events {
 		r.Recorder.Eventf(op, node, e.Type, e.Reason, e.Action, "%s", e.Note)
 		if node != nil {
 			r.Recorder.Eventf(node, op, e.Type, e.Reason, e.Action, "%s: %s", op.Name, e.Note)
 		}
 	}
-	for _, f := range afterWrite {
+	for _, f := range out.afterWrite {
 		f()
 	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return ctrl.Result{RequeueAfter: out.requeue}, nil
+}
+
+// advanced is what the steps of one pass leave to do once the status is
+// written.
+type advanced struct {
+	events []plan.Event
+	// afterWrite are metric updates: a pass retried after a conflict must
+	// not count twice.
+	afterWrite []func()
+	requeue    time.Duration
+	// deleted: the operation is gone; there is no status to write.
+	deleted bool
+}
+
+// advance takes the operation through as many lifecycle steps as it can go
+// now, recording each on op.Status: read what the phase needs, ask
+// plan.Advance, make the step's effect, record it, and go on while the
+// phase changes. A failed effect ends the pass with the steps before it
+// recorded.
+func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOperation, node *corev1.Node) (advanced, error) {
+	var out advanced
+	now := r.Clock.Now()
+	for range maxSteps {
+		st, err := r.observe(ctx, op, node, now)
+		if err != nil {
+			return out, err
+		}
+		t := plan.Advance(st.in)
+		retry, err := r.effect(ctx, st, &t)
+		if err != nil {
+			return out, err
+		}
+		if retry {
+			out.requeue = shortest(out.requeue, time.Second)
+			return out, nil
+		}
+		if t.Status.Phase != op.Status.Phase {
+			log.FromContext(ctx).Info("Advancing operation", "from", op.Status.Phase, "to", t.Status.Phase, "effect", t.Effect, "message", t.Status.Message)
+		}
+		before := op.Status.Phase
+		op.Status = t.Status
+		out.events = append(out.events, t.Events...)
+		out.afterWrite = append(out.afterWrite, r.metrics(op, t)...)
+		out.requeue = shortest(out.requeue, t.RequeueAfter)
+		if t.Effect == plan.EffectDeleteOperation {
+			out.deleted = true
+			return out, nil
+		}
+		if op.Status.Phase == before {
+			return out, nil
+		}
+	}
+	return out, nil
 }
 
 // shortest is the sooner of two requeue delays; zero is none.
