@@ -40,7 +40,7 @@ help: ## Show the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n", $$1, $$2}'
 
 build: ## Build every binary into bin/
-	@echo "build: building kubemedic into bin/ (first time: about 90 s on 2 cores; then seconds)"
+	@echo "build: building kubemedic into bin/ (first time: about 2 min on 2 cores; then seconds)"
 	go build -o bin/ ./cmd/...
 
 testbin: ## Build kube-apiserver, etcd, kubectl, kwok, NPD, Prometheus, promtool, Alertmanager and amtool into the versioned cache (idempotent)
