@@ -46,44 +46,22 @@ func (d *Decoder) Shape(n *yaml.Node, t reflect.Type, path string, scalars map[r
 			known = append(known, name)
 		}
 		slices.Sort(known)
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := Resolve(n.Content[i]), n.Content[i+1]
-			if !d.fieldName(k, path) {
-				continue
-			}
-			field := Child(path, k.Value)
-			if first, dup := seen[k.Value]; dup {
-				d.Errorf(k.Line, field, "%s", duplicate("field", first))
-				continue
-			}
-			seen[k.Value] = k.Line
+		d.mapping(n, path, "field", Child, func(k, v *yaml.Node, field string) {
 			ft, ok := fields[k.Value]
 			if !ok {
 				d.Errorf(k.Line, field, "%s", unknownField(k.Value, known))
-				continue
+				return
 			}
 			d.Shape(v, ft, field, scalars)
-		}
+		})
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			wrong("a mapping")
 			return
 		}
-		seen := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := Resolve(n.Content[i]), n.Content[i+1]
-			if !d.fieldName(k, path) {
-				continue
-			}
-			key := Key(path, k.Value)
-			if first, dup := seen[k.Value]; dup {
-				d.Errorf(k.Line, key, "%s", duplicate("key", first))
-				continue
-			}
-			seen[k.Value] = k.Line
+		d.mapping(n, path, "key", Key, func(_, v *yaml.Node, key string) {
 			d.Shape(v, t.Elem(), key, scalars)
-		}
+		})
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 { // []byte is a base64 string
 			if n.Kind != yaml.ScalarNode {

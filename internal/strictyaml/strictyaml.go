@@ -269,28 +269,38 @@ type Entry struct {
 // recorded as problems and left out.
 func (d *Decoder) Fields(n *yaml.Node, path string, known []string) map[string]Entry {
 	out := map[string]Entry{}
+	d.mapping(n, path, "field", Child, func(k, v *yaml.Node, field string) {
+		if !slices.Contains(known, k.Value) {
+			d.Errorf(k.Line, field, "%s", unknownField(k.Value, known))
+			return
+		}
+		if v = Resolve(v); !IsNull(v) {
+			out[k.Value] = Entry{Line: k.Line, Value: v}
+		}
+	})
+	return out
+}
+
+// mapping calls visit once for each key of mapping n, in order, with the
+// key's path (sub(path, key)). Merge keys, keys that are not names, and a
+// key set a second time (what: "field" for an object, "key" for a map) are
+// recorded as problems and not visited. It is the one walk of a mapping's
+// keys, for Fields and Shape alike.
+func (d *Decoder) mapping(n *yaml.Node, path, what string, sub func(path, k string) string, visit func(k, v *yaml.Node, at string)) {
+	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := Resolve(n.Content[i]), Resolve(n.Content[i+1])
+		k, v := Resolve(n.Content[i]), n.Content[i+1]
 		if !d.fieldName(k, path) {
 			continue
 		}
-		field := Child(path, k.Value)
-		if !slices.Contains(known, k.Value) {
-			d.Errorf(k.Line, field, "%s", unknownField(k.Value, known))
+		at := sub(path, k.Value)
+		if first, dup := seen[k.Value]; dup {
+			d.Errorf(k.Line, at, "%s", duplicate(what, first))
 			continue
 		}
-		if prev, dup := out[k.Value]; dup {
-			d.Errorf(k.Line, field, "%s", duplicate("field", prev.Line))
-			continue
-		}
-		out[k.Value] = Entry{Line: k.Line, Value: v}
+		seen[k.Value] = k.Line
+		visit(k, v, at)
 	}
-	for k, e := range out {
-		if IsNull(e.Value) {
-			delete(out, k)
-		}
-	}
-	return out
 }
 
 // fieldName records a problem for a key that cannot name a field: a merge
