@@ -1,0 +1,118 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/test/harness"
+)
+
+// TestFailedEffectRecordsNothing: when the cluster refuses a step's effect
+// (here the cordon's node patch), the pass records the steps before it and
+// not that one: the operation stays Cordoning, with no Cordoned condition
+// and no Cordoned Event, and the reconcile returns the error. The next pass,
+// with the API server answering, cordons and goes on, telling it once, and
+// the admission ledger is written once across both passes.
+func TestFailedEffectRecordsNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts kube-apiserver and etcd; skipped in -short mode")
+	}
+	env := harness.Start(t, localcluster.Options{})
+	ctx := context.Background()
+	c := env.Client
+	const ns = "kubemedic-effects"
+	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0"}}
+	require.NoError(t, c.Create(ctx, node))
+	require.NoError(t, c.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: "reset-gpu"},
+		Spec: v1alpha1.NodeOperationTemplateSpec{Image: "kubemedic/ops:1", SuccessCriterion: v1alpha1.SuccessPodSucceeded}}))
+	op := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "by-hand"},
+		Spec: v1alpha1.NodeOperationSpec{NodeName: "gpu-0", StepAction: v1alpha1.StepAction{Operation: "reset-gpu", Cordon: true}}}
+	require.NoError(t, c.Create(ctx, op))
+
+	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	refused := errors.New("the API server is away")
+	failing := interceptor.NewClient(ww, interceptor.Funcs{
+		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if _, isNode := obj.(*corev1.Node); isNode {
+				return refused
+			}
+			return cl.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	recorder := events.NewFakeRecorder(100)
+	reconciler := func(cl client.Client) *OperationReconciler {
+		return &OperationReconciler{Client: cl, Reader: cl, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(time.Now()),
+			Metrics: NewMetrics(cl), Namespace: ns, ledger: &ledger{client: cl, reader: cl, namespace: ns}}
+	}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
+	get := func() *v1alpha1.NodeOperation {
+		got := &v1alpha1.NodeOperation{}
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), got))
+		return got
+	}
+	reasons := func() []string {
+		var out []string
+		for {
+			select {
+			case e := <-recorder.Events:
+				out = append(out, e)
+			default:
+				return out
+			}
+		}
+	}
+
+	_, err = reconciler(failing).Reconcile(ctx, req)
+	require.ErrorIs(t, err, refused)
+	got := get()
+	require.Equal(t, v1alpha1.PhaseCordoning, got.Status.Phase, "the steps before the refused one are recorded")
+	require.True(t, apimeta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.OperationAdmitted))
+	require.Nil(t, apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.OperationCordoned), "the refused step is not")
+	n := &corev1.Node{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(node), n))
+	require.False(t, n.Spec.Unschedulable)
+	first := reasons()
+	require.NotEmpty(t, first)
+	for _, e := range first {
+		require.NotContains(t, e, " "+v1alpha1.EventCordoned+" ", "no Cordoned Event for a cordon that did not happen")
+	}
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: LedgerName}, cm))
+	reservedAt := cm.ResourceVersion
+
+	_, err = reconciler(c).Reconcile(ctx, req)
+	require.NoError(t, err)
+	got = get()
+	require.Equal(t, v1alpha1.PhaseRunning, got.Status.Phase)
+	require.True(t, apimeta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.OperationCordoned))
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(node), n))
+	require.True(t, n.Spec.Unschedulable)
+	require.Equal(t, op.Name, n.Annotations[v1alpha1.AnnotationCordonedBy])
+	cordoned := 0
+	for _, e := range reasons() {
+		if strings.Contains(e, " "+v1alpha1.EventCordoned+" ") {
+			cordoned++
+		}
+	}
+	require.Equal(t, 2, cordoned, "Cordoned told once, on the operation and on the node")
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: LedgerName}, cm))
+	require.Equal(t, reservedAt, cm.ResourceVersion, "the ledger is written once: the second pass finds the operation reserved")
+}
