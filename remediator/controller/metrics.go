@@ -56,6 +56,8 @@ func NewMetrics(reader client.Reader) *Metrics {
 				"NodeOperations by policy, step and phase.", []string{"policy", "step", "phase"}, nil),
 			quarantined: prometheus.NewDesc("kubemedic_remediation_quarantined_nodes",
 				"Nodes carrying the kubemedic.io/quarantined taint.", nil, nil),
+			nodeQuarantined: prometheus.NewDesc("kubemedic_remediation_node_quarantined",
+				"1 for each node carrying the kubemedic.io/quarantined taint; nodes without it have no series.", []string{"node"}, nil),
 		},
 	}
 }
@@ -74,16 +76,21 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 }
 
 // objectCollector counts operations and quarantined nodes from the cache.
+// kubemedic_remediation_node_quarantined has one series per quarantined
+// node only, so its cardinality is bounded by the quarantined nodes (which
+// the attempt caps and the breaker keep few), not by the fleet.
 type objectCollector struct {
-	reader      client.Reader
-	operations  *prometheus.Desc
-	quarantined *prometheus.Desc
-	mu          sync.Mutex // one scrape at a time
+	reader          client.Reader
+	operations      *prometheus.Desc
+	quarantined     *prometheus.Desc
+	nodeQuarantined *prometheus.Desc
+	mu              sync.Mutex // one scrape at a time
 }
 
 func (c *objectCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.operations
 	ch <- c.quarantined
+	ch <- c.nodeQuarantined
 }
 
 func (c *objectCollector) Collect(ch chan<- prometheus.Metric) {
@@ -112,6 +119,7 @@ func (c *objectCollector) Collect(ch chan<- prometheus.Metric) {
 		for i := range nodes.Items {
 			if plan.Quarantined(&nodes.Items[i]) {
 				n++
+				ch <- prometheus.MustNewConstMetric(c.nodeQuarantined, prometheus.GaugeValue, 1, nodes.Items[i].Name)
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(c.quarantined, prometheus.GaugeValue, float64(n))
