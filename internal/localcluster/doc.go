@@ -4,8 +4,11 @@
 // simulated GPU nodes (whole GPUs and MIG devices, the labels and capacity
 // of the NVIDIA GPU operator, heartbeats, pod stages), realistic workload
 // pods, node conditions written the way node-problem-detector writes them,
-// and supervision of the other real processes a whole loop needs (NPD,
-// Prometheus, Alertmanager, the kubemedic binaries). `kubemedic demo` and the
+// and supervision of the other real processes a whole loop needs (NPD, the
+// kubemedic binaries). It also runs the monitoring edge around the cluster:
+// a real Prometheus (NewPrometheus) and Alertmanager (NewAlertmanager) on
+// free 127.0.0.1 ports, and a stand-in for dcgm-exporter (NewDCGMExporter)
+// serving GPU utilisation series the caller sets. `kubemedic demo` and the
 // integration tests (through test/harness) build on it, so that what they
 // exercise is the real API server's validation, patch semantics and watch
 // behaviour rather than a fake client.
@@ -29,6 +32,9 @@
 //     controllers made them (owner references, generated labels), but
 //     nothing keeps them in sync afterwards.
 //   - It is shipped code: it takes no *testing.T and imports nothing under
-//     test/. Test-only helpers (testing.TB wrappers, fakes of external
-//     services) live in test/harness, which builds on this package.
+//     test/. The testing.TB wrappers (harness.Start, StartPrometheus,
+//     StartAlertmanager, StartDCGMExporter) and the test-only helpers
+//     (testbin tools, `go build` of the binaries) live in test/harness,
+//     which builds on this package. The GitHub and Slack stand-ins the demo
+//     also runs are alertbridge/ghfake and internal/notify/notifytest.
 package localcluster

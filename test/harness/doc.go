@@ -1,11 +1,21 @@
-// Package harness is the test side of internal/localcluster: Start runs a
-// local cluster for one test and stops it when the test ends, and the rest
-// are helpers only tests and the scale programs under test/scale use — real
-// Prometheus and Alertmanager processes on free ports, a dcgm-exporter
-// stand-in, the testbin tools (promtool, amtool) and `go build` of the
-// project's own binaries. The cluster itself (control plane, kwok GPU nodes,
-// pods, node conditions, process supervision) lives in internal/localcluster,
-// which `kubemedic demo` shares.
+// Package harness is the test side of internal/localcluster: testing.TB
+// wrappers that start something for one test, fail the test when it does
+// not start, and stop it when the test ends, plus helpers only tests and the
+// scale programs under test/scale use.
+//
+// What lives here: Start (a local cluster per test), StartPrometheus,
+// StartAlertmanager and StartDCGMExporter (wrappers, with type aliases
+// Prometheus, Alertmanager, PostableAlert, DCGMSeries and DCGMExporter so
+// that tests need not import localcluster), Tool and FreePort (testbin tools
+// such as promtool and amtool, free ports) and GoBuild (`go build` of the
+// project's own binaries).
+//
+// What lives in internal/localcluster, because `kubemedic demo` runs it
+// too: the cluster itself (control plane, kwok GPU nodes, pods, node
+// conditions, process supervision), the real Prometheus and Alertmanager
+// processes (NewPrometheus, NewAlertmanager) and the dcgm-exporter
+// stand-in (NewDCGMExporter), with their tests. New code that needs no
+// testing.TB belongs there, not here.
 //
 // What must hold:
 //

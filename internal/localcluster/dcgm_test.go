@@ -1,4 +1,4 @@
-package harness_test
+package localcluster_test
 
 import (
 	"fmt"
@@ -13,10 +13,18 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 )
 
-func scrape(t testing.TB, d *harness.DCGMExporter) (int, string, string) {
+// startDCGMExporter starts the stand-in and closes it when the test ends.
+func startDCGMExporter(tb testing.TB) *localcluster.DCGMExporter {
+	tb.Helper()
+	d := localcluster.NewDCGMExporter()
+	tb.Cleanup(d.Close)
+	return d
+}
+
+func scrape(t testing.TB, d *localcluster.DCGMExporter) (int, string, string) {
 	t.Helper()
 	resp, err := http.Get("http://" + d.URL + "/metrics")
 	require.NoError(t, err)
@@ -43,11 +51,11 @@ func labelMap(m *dto.Metric) map[string]string {
 }
 
 func TestDCGMExporter(t *testing.T) {
-	d := harness.StartDCGMExporter(t)
+	d := startDCGMExporter(t)
 	require.NotContains(t, d.URL, "http://", "URL is host:port for a scrape config")
 
-	whole := harness.DCGMSeries{Namespace: "ml", Pod: "trainer-0", Container: "main", Hostname: "gpu-node-1", UUID: "GPU-8f2c1d90-aaaa-bbbb-cccc-000000000001", GPU: 1}
-	mig := harness.DCGMSeries{Namespace: "research", Pod: "nb-7", Container: "jupyter", Hostname: "gpu-node-1", UUID: "GPU-8f2c1d90-aaaa-bbbb-cccc-000000000002", GPU: 2, MIGInstance: "13", MIGProfile: "1g.10gb"}
+	whole := localcluster.DCGMSeries{Namespace: "ml", Pod: "trainer-0", Container: "main", Hostname: "gpu-node-1", UUID: "GPU-8f2c1d90-aaaa-bbbb-cccc-000000000001", GPU: 1}
+	mig := localcluster.DCGMSeries{Namespace: "research", Pod: "nb-7", Container: "jupyter", Hostname: "gpu-node-1", UUID: "GPU-8f2c1d90-aaaa-bbbb-cccc-000000000002", GPU: 2, MIGInstance: "13", MIGProfile: "1g.10gb"}
 	d.Set(whole, 37)
 	d.Set(mig, 0.05)
 
@@ -98,8 +106,8 @@ DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="2",UUID="GPU-8f2c1d90-aaaa-bbbb-cccc-00000000
 }
 
 func TestDCGMExporterEscapesLabelValues(t *testing.T) {
-	d := harness.StartDCGMExporter(t)
-	s := harness.DCGMSeries{Namespace: "ml", Pod: `we"ird\pod`, Container: "line\nbreak", UUID: "GPU-1"}
+	d := startDCGMExporter(t)
+	s := localcluster.DCGMSeries{Namespace: "ml", Pod: `we"ird\pod`, Container: "line\nbreak", UUID: "GPU-1"}
 	d.Set(s, 1)
 	_, _, body := scrape(t, d)
 	got := labelMap(parse(t, body)["DCGM_FI_DEV_GPU_UTIL"].GetMetric()[0])
@@ -108,7 +116,7 @@ func TestDCGMExporterEscapesLabelValues(t *testing.T) {
 }
 
 func TestDCGMExporterManySeries(t *testing.T) {
-	d := harness.StartDCGMExporter(t)
+	d := startDCGMExporter(t)
 	const n = 50_000
 	fill(d, n)
 	_, _, body := scrape(t, d)
@@ -117,11 +125,11 @@ func TestDCGMExporterManySeries(t *testing.T) {
 }
 
 // fill sets n series: 8 GPUs per node, every tenth node on MIG instances.
-func fill(d *harness.DCGMExporter, n int) []harness.DCGMSeries {
-	all := make([]harness.DCGMSeries, 0, n)
+func fill(d *localcluster.DCGMExporter, n int) []localcluster.DCGMSeries {
+	all := make([]localcluster.DCGMSeries, 0, n)
 	for i := range n {
 		node, gpu := i/8, i%8
-		s := harness.DCGMSeries{
+		s := localcluster.DCGMSeries{
 			Namespace: fmt.Sprintf("team-%d", node%50),
 			Pod:       fmt.Sprintf("job-%d-worker-0", node),
 			Container: "main",
@@ -144,7 +152,7 @@ func fill(d *harness.DCGMExporter, n int) []harness.DCGMSeries {
 // unchanged exporter, "changed" sets one value before every scrape (the body
 // is rebuilt, the order is not).
 func BenchmarkDCGMExporterScrape(b *testing.B) {
-	d := harness.StartDCGMExporter(b)
+	d := startDCGMExporter(b)
 	all := fill(d, 50_000)
 	client := &http.Client{}
 	get := func() int64 {
@@ -178,4 +186,14 @@ func BenchmarkDCGMExporterScrape(b *testing.B) {
 		}
 		b.SetBytes(n)
 	})
+}
+
+func TestDCGMExporterClose(t *testing.T) {
+	d := localcluster.NewDCGMExporter()
+	status, _, _ := scrape(t, d)
+	require.Equal(t, http.StatusOK, status)
+	d.Close()
+	d.Close() // closing twice is harmless
+	_, err := http.Get("http://" + d.URL + "/metrics")
+	require.Error(t, err, "a closed exporter must not answer")
 }
