@@ -1,5 +1,7 @@
-// Package notifytest is a stand-in for Slack's Web API, for tests of code
-// that posts through notify.Slack (the janitor, the remediator).
+// Package notifytest is a stand-in for Slack's Web API: tests of code that
+// posts through notify.Slack (the janitor, the remediator) use it, and so
+// does `kubemedic demo` as its local Slack, printing each message as it
+// arrives (OnPost). It keeps everything in memory and talks to nothing else.
 //
 // It runs on slacktest's server and replaces the methods notify calls:
 // users.lookupByEmail, conversations.open and chat.postMessage. It is never
@@ -16,6 +18,9 @@
 // accepts form bodies only (not JSON), and needs a channel ID, a channel
 // name or a DM channel ID (not a user ID), and the app is a member of a
 // channel only when AddChannel says so (as without chat:write.public).
+//
+// NewServer starts one for a program, which stops it with Close; New starts
+// one for a test and stops it when the test ends.
 package notifytest
 
 import (
@@ -119,11 +124,26 @@ type Server struct {
 	calls    map[string]int       // method → requests, failures included
 	seq      int                  // for ts and DM IDs
 	changed  chan struct{}        // closed and replaced when a message is posted
+	onPost   func(Posted)         // see OnPost; nil when unset
+	handed   int                  // messages[:handed] were handed to onPost (or passed while it was nil)
+
+	// hookMu makes the OnPost calls one at a time: deliver holds it while
+	// it hands messages over, and takes mu only briefly, never around fn.
+	// Nothing takes hookMu while holding mu.
+	hookMu sync.Mutex
 }
 
-// New starts a stand-in that stops when t ends.
+// New starts a stand-in (NewServer) that stops when t ends.
 func New(t testing.TB) *Server {
 	t.Helper()
+	s := NewServer()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// NewServer starts a stand-in on a free 127.0.0.1 port, with no users and
+// no channels. The caller stops it with Close.
+func NewServer() *Server {
 	s := &Server{
 		users:    map[string]string{},
 		disabled: map[string]bool{},
@@ -144,8 +164,26 @@ func New(t testing.TB) *Server {
 		c.Handle("/", s.unknownMethod)
 	})
 	s.ts.Start()
-	t.Cleanup(s.ts.Stop)
 	return s
+}
+
+// Close stops the server: it closes the listener and waits for the
+// requests in flight. Closing again does nothing.
+func (s *Server) Close() { s.ts.Stop() }
+
+// OnPost makes fn be called with each message chat.postMessage accepts
+// from now on, after it was recorded (Messages has it) and before the
+// poster gets the answer. Calls are one at a time, in the order the
+// messages were accepted, and hold no lock of the
+// Server's state, so fn may call its methods; fn must not post to the
+// Server itself, and a slow fn delays the answers to posts. nil removes the
+// hook. It is for a program that shows messages as they arrive; tests use
+// WaitMessages.
+func (s *Server) OnPost(fn func(Posted)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onPost = fn
+	s.handed = len(s.messages) // only messages from now on
 }
 
 // URL is the API base URL to pass as notify.SlackOptions.APIURL.
@@ -491,32 +529,67 @@ func (s *Server) postMessage(w http.ResponseWriter, r request) {
 		blocksJSON = json.RawMessage(blocks)
 	}
 
+	posted, code, ok := s.accept(f, text, blocks, attachments, blocksJSON)
+	if !ok {
+		writeError(w, code)
+		return
+	}
+	msg := map[string]any{"type": "message", "text": text, "ts": posted.TS, "bot_id": "B0KUBEMED"}
+	if posted.ThreadTS != "" {
+		msg["thread_ts"] = posted.ThreadTS
+	}
+	if blocksJSON != nil {
+		msg["blocks"] = blocksJSON
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "channel": posted.Channel, "ts": posted.TS, "message": msg})
+	s.deliver()
+}
+
+// deliver hands every accepted message that was not handed over yet to
+// onPost, oldest first. Whichever post gets hookMu first delivers the
+// messages of posts accepted meanwhile too, so the order holds.
+func (s *Server) deliver() {
+	s.hookMu.Lock()
+	defer s.hookMu.Unlock()
+	for {
+		s.mu.Lock()
+		if s.handed >= len(s.messages) {
+			s.mu.Unlock()
+			return
+		}
+		p, fn := s.messages[s.handed], s.onPost
+		s.handed++
+		s.mu.Unlock()
+		if fn != nil {
+			fn(p)
+		}
+	}
+}
+
+// accept checks a chat.postMessage whose blocks are valid against the
+// channels and records it. It returns the message and ok, or the Slack
+// error code.
+func (s *Server) accept(f url.Values, text, blocks, attachments string, blocksJSON json.RawMessage) (Posted, string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.resolveChannel(f.Get("channel"))
 	switch {
 	case !ok:
-		writeError(w, "channel_not_found")
-		return
+		return Posted{}, "channel_not_found", false
 	case c.archived:
-		writeError(w, "is_archived")
-		return
+		return Posted{}, "is_archived", false
 	case !c.member:
-		writeError(w, "not_in_channel")
-		return
+		return Posted{}, "not_in_channel", false
 	case text == "" && blocks == "" && attachments == "":
-		writeError(w, "no_text")
-		return
+		return Posted{}, "no_text", false
 	case utf8.RuneCountInString(text) > maxTextChars:
-		writeError(w, "msg_too_long")
-		return
+		return Posted{}, "msg_too_long", false
 	}
 	threadTS := f.Get("thread_ts")
 	if threadTS != "" && !c.roots[threadTS] {
 		// Slack refuses a thread_ts that is not the ts of a top-level
 		// message in this channel (e.g. a reply's ts).
-		writeError(w, "invalid_thread_ts")
-		return
+		return Posted{}, "invalid_thread_ts", false
 	}
 
 	s.seq++
@@ -524,7 +597,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r request) {
 	if threadTS == "" {
 		c.roots[ts] = true
 	}
-	s.messages = append(s.messages, Posted{
+	p := Posted{
 		Channel:  c.id,
 		User:     c.dmUser,
 		ThreadTS: threadTS,
@@ -532,18 +605,11 @@ func (s *Server) postMessage(w http.ResponseWriter, r request) {
 		Blocks:   blocksJSON,
 		TS:       ts,
 		Form:     f,
-	})
+	}
+	s.messages = append(s.messages, p)
 	close(s.changed)
 	s.changed = make(chan struct{})
-
-	msg := map[string]any{"type": "message", "text": text, "ts": ts, "bot_id": "B0KUBEMED"}
-	if threadTS != "" {
-		msg["thread_ts"] = threadTS
-	}
-	if blocksJSON != nil {
-		msg["blocks"] = blocksJSON
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "channel": c.id, "ts": ts, "message": msg})
+	return p, "", true
 }
 
 // resolveChannel finds a channel by ID or name (with or without '#').

@@ -308,3 +308,66 @@ func (f *fakeT) Fatalf(string, ...any) {
 	f.failed = true
 	runtime.Goexit()
 }
+
+// TestOnPost checks that the hook sees every accepted message once, in the
+// order Slack accepted them, none that were refused or posted before it was
+// set, and that it may call the Server's methods.
+func TestOnPost(t *testing.T) {
+	s := NewServer()
+	defer s.Close()
+	s.AddChannel("C0000GENERAL", "general")
+	_, _, body := call(t, s, MethodPostMessage, withToken("channel", "general", "text", "before the hook"), nil)
+	require.Equal(t, true, body["ok"])
+
+	var mu sync.Mutex
+	var seen []Posted
+	s.OnPost(func(p Posted) {
+		require.NotEmpty(t, s.Messages(), "the hook may call the Server, and the message is recorded")
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, p)
+	})
+	_, _, body = call(t, s, MethodPostMessage, withToken("channel", "nowhere", "text", "refused"), nil)
+	require.Equal(t, "channel_not_found", body["error"])
+	_, _, body = call(t, s, MethodPostMessage, withToken("channel", "general", "text", "first"), nil)
+	require.Equal(t, true, body["ok"])
+	mu.Lock()
+	require.Len(t, seen, 1, "the hook has run when the poster gets its answer")
+	require.Equal(t, "first", seen[0].Text)
+	require.Equal(t, body["ts"], seen[0].TS)
+	mu.Unlock()
+
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			call(t, s, MethodPostMessage, withToken("channel", "C0000GENERAL", "text", fmt.Sprint("m", i)), nil)
+		}()
+	}
+	wg.Wait()
+	msgs := s.Messages()
+	require.Len(t, msgs, n+2)
+	mu.Lock()
+	require.Equal(t, msgs[1:], seen, "every accepted message once, in the order accepted")
+	mu.Unlock()
+
+	s.OnPost(nil)
+	_, _, body = call(t, s, MethodPostMessage, withToken("channel", "general", "text", "after the hook"), nil)
+	require.Equal(t, true, body["ok"])
+	require.Len(t, seen, n+1)
+}
+
+// TestNewServerAndClose checks that a Server made without a testing.TB
+// serves until Close, and that closing twice is harmless.
+func TestNewServerAndClose(t *testing.T) {
+	s := NewServer()
+	s.AddUser("U0000ALICE", "alice@example.com")
+	_, _, body := call(t, s, MethodLookupByEmail, withToken("email", "alice@example.com"), nil)
+	require.Equal(t, true, body["ok"])
+	s.Close()
+	s.Close()
+	_, err := http.Post(s.URL()+MethodLookupByEmail, "application/x-www-form-urlencoded", strings.NewReader(withToken("email", "alice@example.com").Encode()))
+	require.Error(t, err, "a closed server must not answer")
+}
