@@ -71,10 +71,12 @@ type Issue struct {
 	Labels      []string
 	Assignees   []string
 	PullRequest bool
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	ClosedAt    time.Time
-	Comments    []Comment
+	// User is the login of who opened it.
+	User      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ClosedAt  time.Time
+	Comments  []Comment
 }
 
 // Comment is a snapshot of one issue comment.
@@ -153,7 +155,16 @@ func New() *Fake {
 		repos: map[string]*repo{},
 		rate:  rateLimit{limit: 5000, remaining: 5000},
 	}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serveHTTP))
+	page := f.Page()
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Not a ServeMux: the API handler sees every other path as sent,
+		// uncleaned.
+		if r.URL.Path == PagePath {
+			page.ServeHTTP(w, r)
+			return
+		}
+		f.serveHTTP(w, r)
+	}))
 	return f
 }
 
@@ -487,7 +498,7 @@ func (iss *issue) snapshot() Issue {
 	s := Issue{
 		Number: iss.number, NodeID: nodeID("I_kwDO", iss.id), Title: iss.title, Body: iss.body,
 		State: iss.state, StateReason: iss.stateReason, Labels: slices.Clone(iss.labels),
-		Assignees: slices.Clone(iss.assignees), PullRequest: iss.pullRequest,
+		Assignees: slices.Clone(iss.assignees), PullRequest: iss.pullRequest, User: iss.user,
 		CreatedAt: iss.createdAt, UpdatedAt: iss.updatedAt, ClosedAt: iss.closedAt,
 	}
 	for _, c := range iss.comments {
