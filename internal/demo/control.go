@@ -1,0 +1,159 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Info is what a running demo tells `kubemedic demo inject|scenario` in
+// other terminals, through the state file next to its kubeconfig.
+type Info struct {
+	PID             int      `json:"pid"`
+	Kubeconfig      string   `json:"kubeconfig"`
+	ControlURL      string   `json:"controlURL"`
+	GitHubURL       string   `json:"githubURL"`
+	GitHubToken     string   `json:"githubToken"`
+	GitHubRepo      string   `json:"githubRepo"`
+	PageURL         string   `json:"pageURL"`
+	PrometheusURL   string   `json:"prometheusURL"`
+	AlertmanagerURL string   `json:"alertmanagerURL"`
+	NPDNodes        []string `json:"npdNodes"`
+	SimulatedNodes  []string `json:"simulatedNodes"`
+	Speed           int      `json:"speed"`
+	Dir             string   `json:"dir"`
+}
+
+// Info describes the world for the state file; kubeconfig is where the
+// caller wrote the kubeconfig.
+func (w *World) Info(kubeconfig string) Info {
+	return Info{PID: os.Getpid(), Kubeconfig: kubeconfig, ControlURL: w.ControlURL,
+		GitHubURL: w.GitHub.URL(), GitHubToken: githubToken, GitHubRepo: Repo, PageURL: w.PageURL,
+		PrometheusURL: w.PrometheusURL, AlertmanagerURL: w.AlertmanagerURL,
+		NPDNodes: w.NPDNodes(), SimulatedNodes: w.SimulatedNodes(), Speed: w.Speed, Dir: w.opts.Dir}
+}
+
+// WriteInfo writes the state file atomically.
+func WriteInfo(path string, info Info) error {
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ReadInfo reads a state file and checks that its demo still runs.
+func ReadInfo(path string) (Info, error) {
+	var info Info
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return info, fmt.Errorf("no running demo found (%w); start one with `make demo`", err)
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return info, fmt.Errorf("%s: %w", path, err)
+	}
+	if !httpOK(context.Background(), info.ControlURL+"/healthz") {
+		return info, fmt.Errorf("the demo of %s (pid %d) does not answer at %s; is it still running?", path, info.PID, info.ControlURL)
+	}
+	return info, nil
+}
+
+// startControl serves POST /inject?fault=F&node=N, GET /slack?after=N and
+// GET /healthz on a 127.0.0.1 port.
+func (w *World) startControl() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
+	mux.HandleFunc("POST /inject", func(rw http.ResponseWriter, r *http.Request) {
+		what, err := w.Inject(r.Context(), r.FormValue("fault"), r.FormValue("node"))
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.say("injected %s into node %s: %s", r.FormValue("fault"), r.FormValue("node"), what)
+		fmt.Fprintln(rw, what)
+	})
+	mux.HandleFunc("POST /idle-notebooks", func(rw http.ResponseWriter, r *http.Request) {
+		names, err := w.IdleNotebooks(r.Context())
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(rw).Encode(names)
+	})
+	mux.HandleFunc("GET /slack", func(rw http.ResponseWriter, r *http.Request) {
+		after, _ := strconv.Atoi(r.FormValue("after"))
+		_ = json.NewEncoder(rw).Encode(w.SlackMessages(after))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	w.ControlURL = "http://" + ln.Addr().String()
+	w.stoppers = append(w.stoppers, srv.Close)
+	return nil
+}
+
+// Client is a running demo seen from another process.
+type Client struct{ Info Info }
+
+// Inject asks the demo to inject a fault.
+func (c Client) Inject(ctx context.Context, fault, node string) (string, error) {
+	return c.post(ctx, "/inject?fault="+fault+"&node="+node)
+}
+
+// IdleNotebooks asks the demo to start two idle notebooks.
+func (c Client) IdleNotebooks(ctx context.Context) ([]string, error) {
+	body, err := c.post(ctx, "/idle-notebooks")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	return names, json.Unmarshal([]byte(body), &names)
+}
+
+// SlackMessages fetches the Slack messages after seq.
+func (c Client) SlackMessages(ctx context.Context, after int) ([]SlackMessage, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Info.ControlURL+"/slack?after="+strconv.Itoa(after), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out []SlackMessage
+	return out, json.NewDecoder(resp.Body).Decode(&out)
+}
+
+func (c Client) post(ctx context.Context, path string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Info.ControlURL+path, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("the demo at %s: %w", c.Info.ControlURL, err)
+	}
+	defer resp.Body.Close()
+	var b []byte
+	b, err = readAll(resp)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s", trimNL(string(b)))
+	}
+	return trimNL(string(b)), nil
+}

@@ -1,0 +1,291 @@
+package demo
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Paths inside a fake root, as the detectors read them with --root.
+const (
+	rootKmsg      = "/kmsg"
+	rootBootID    = "/proc/sys/kernel/random/boot_id"
+	rootUptime    = "/proc/uptime"
+	rootMountinfo = "/proc/1/mountinfo"
+	rootSMI       = "/usr/bin/nvidia-smi"
+	rootSMIGPUs   = "/demo/nvidia-smi/query-gpu.csv"
+	rootSMIRemap  = "/demo/nvidia-smi/query-remapped-rows.csv"
+	// rootStateDir is kubemedic-detect's --state-dir inside the root, where
+	// the reset-gpu template records a reset (xid-resets/<bus>).
+	rootStateDir = "/var/lib/kubemedic/detect"
+	// nfsMountPoint is the one NFS mount every demo node expects.
+	nfsMountPoint = "/mnt/datasets"
+)
+
+// mountinfoBase is a node's mountinfo without the NFS mount.
+const mountinfoBase = `22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw
+23 22 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw
+24 22 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:2 - sysfs sysfs rw
+`
+
+// fakeNVIDIASMI answers the two queries of the gpu checks from files in the
+// root, as nvidia-smi of driver 580 formats them (see
+// ../shared/fixtures/nvidia-h100-580.159.04). Anything else is refused the
+// way nvidia-smi refuses an unknown option.
+const fakeNVIDIASMI = `#!/bin/sh
+root=$(cd "$(dirname "$0")/../.." && pwd)
+for a in "$@"; do
+  case "$a" in
+    --query-gpu=*) cat "$root/demo/nvidia-smi/query-gpu.csv"; exit $? ;;
+    --query-remapped-rows=*) cat "$root/demo/nvidia-smi/query-remapped-rows.csv"; exit $? ;;
+  esac
+done
+echo "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help." >&2
+exit 2
+`
+
+// GPU is one GPU of a fake node.
+type GPU struct {
+	Index int
+	Bus   string // e.g. 0000:18:00.0
+	UUID  string
+}
+
+// FakeRoot is the host file tree of one node whose detectors run for real:
+// the kernel log, /proc (boot ID, uptime, processes and their cgroups,
+// mountinfo), a fake nvidia-smi and the detectors' state directory. NPD
+// runs kubemedic-detect with --root pointing here. Faults are written into
+// it as the kernel and the driver would show them, and the node simulator
+// plays operations on it (a reboot: a new boot ID, a fresh kernel log, no
+// processes).
+type FakeRoot struct {
+	Dir  string
+	Node string
+	GPUs []GPU
+
+	mu       sync.Mutex
+	bootTime time.Time
+	bootSeq  int
+	seq      int // kmsg sequence number
+	nfsAddr  string
+	mounted  bool
+	lost     map[int]bool
+}
+
+// NewFakeRoot creates the tree of a healthy node with gpus GPUs, its NFS
+// mount served from nfsAddr (host:port) and mounted.
+func NewFakeRoot(dir, node string, gpus int, nfsAddr string) (*FakeRoot, error) {
+	r := &FakeRoot{Dir: dir, Node: node, nfsAddr: nfsAddr, mounted: true, lost: map[int]bool{}}
+	for i := range gpus {
+		r.GPUs = append(r.GPUs, GPU{Index: i, Bus: fmt.Sprintf("00000000:%02x:00.0", 0x18+8*i),
+			UUID: fmt.Sprintf("GPU-%08x-d3m0-4000-8000-%012x", fnv32(node), i)})
+	}
+	if err := os.MkdirAll(filepath.Join(dir, nfsMountPoint), 0o755); err != nil {
+		return nil, err
+	}
+	if err := r.write(rootSMI, fakeNVIDIASMI, 0o755); err != nil {
+		return nil, err
+	}
+	if err := r.Reboot(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// BootID is the node's current boot ID.
+func (r *FakeRoot) BootID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bootID()
+}
+
+func (r *FakeRoot) bootID() string {
+	return fmt.Sprintf("%08x-b007-4000-8000-%012x", fnv32(r.Node), r.bootSeq)
+}
+
+// Reboot plays a reboot: a new boot ID, uptime from zero, a kernel log with
+// only the boot lines, no processes, the NFS mount mounted again (when its
+// server answers, the detector sees it healthy) and the GPUs back on the
+// bus. The detectors' state directory survives, as /var/lib does.
+func (r *FakeRoot) Reboot() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bootSeq++
+	r.bootTime = time.Now()
+	r.seq = 0
+	r.mounted = true
+	clear(r.lost)
+	if err := os.RemoveAll(filepath.Join(r.Dir, "proc")); err != nil {
+		return err
+	}
+	for _, f := range []struct{ path, content string }{
+		{rootBootID, r.bootID() + "\n"},
+		{rootUptime, "0.00 0.00\n"},
+		{rootKmsg, r.kmsgLine(6, "Linux version 6.8.0-48-generic (buildd@lcy02-amd64-010)") +
+			r.kmsgLine(6, "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  580.159.04")},
+		{rootMountinfo, r.mountinfo()},
+		{rootSMIGPUs, r.queryGPU()},
+		{rootSMIRemap, r.queryRemap()},
+	} {
+		if err := r.write(f.path, f.content, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Tick writes the uptime; the world calls it every second, so that the
+// timestamps of kernel log lines and of recorded resets line up.
+func (r *FakeRoot) Tick() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	up := time.Since(r.bootTime).Seconds()
+	return r.write(rootUptime, fmt.Sprintf("%.2f %.2f\n", up, up*1.9), 0o644)
+}
+
+// kmsgLine is one /dev/kmsg record at the current uptime. r.mu is held.
+func (r *FakeRoot) kmsgLine(level int, text string) string {
+	r.seq++
+	return fmt.Sprintf("%d,%d,%d,-;%s\n", level, r.seq, time.Since(r.bootTime).Microseconds(), text)
+}
+
+// Xid appends an NVRM Xid line for the GPU to the kernel log, as the driver
+// writes it.
+func (r *FakeRoot) Xid(gpu, xid int, text string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if gpu < 0 || gpu >= len(r.GPUs) {
+		return fmt.Errorf("node %s has no GPU %d (it has %d)", r.Node, gpu, len(r.GPUs))
+	}
+	bus := r.GPUs[gpu].Bus[4:] // the kernel log uses the 4-digit domain
+	line := r.kmsgLine(3, fmt.Sprintf("NVRM: Xid (PCI:%s): %d, pid=12345, name=python3, %s", strings.TrimSuffix(bus, ".0"), xid, text))
+	return r.append(rootKmsg, line)
+}
+
+// LoseGPU makes nvidia-smi stop listing the GPU and logs Xid 79, as a GPU
+// that fell off the bus does.
+func (r *FakeRoot) LoseGPU(gpu int) error {
+	if err := r.Xid(gpu, 79, "GPU has fallen off the bus."); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lost[gpu] = true
+	return r.write(rootSMIGPUs, r.queryGPU(), 0o644)
+}
+
+// SetNFSMounted mounts or unmounts the NFS mount in mountinfo.
+func (r *FakeRoot) SetNFSMounted(mounted bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mounted = mounted
+	return r.write(rootMountinfo, r.mountinfo(), 0o644)
+}
+
+// StuckProcess writes a process of the pod podUID in state D (uninterruptible
+// sleep), with the pod's cgroup as the kubelet's systemd driver names it.
+func (r *FakeRoot) StuckProcess(pid int, comm, podUID string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	stat := fmt.Sprintf("%d (%s) D 1 %d %d 0 -1 4194560 100 0 0 0 10 5 0 0 20 0 1 0 12345 10000000 500 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n",
+		pid, comm, pid, pid)
+	cg := "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" +
+		strings.ReplaceAll(podUID, "-", "_") + ".slice/cri-containerd-0123456789abcdef.scope\n"
+	if err := r.write(fmt.Sprintf("/proc/%d/stat", pid), stat, 0o644); err != nil {
+		return err
+	}
+	return r.write(fmt.Sprintf("/proc/%d/cgroup", pid), cg, 0o644)
+}
+
+// GPUByBus finds a GPU by a bus ID in any of the forms the detectors and
+// templates print (4 or 8 digit domain).
+func (r *FakeRoot) GPUByBus(bus string) (GPU, bool) {
+	for _, g := range r.GPUs {
+		if busKey(g.Bus) == busKey(bus) {
+			return g, true
+		}
+	}
+	return GPU{}, false
+}
+
+// busKey is the bus, device and function of a PCI bus ID, without its
+// domain, which nvidia-smi prints with 8 digits and the kernel with 4.
+func busKey(bus string) string {
+	_, rest, _ := strings.Cut(strings.ToLower(bus), ":")
+	return rest
+}
+
+// mountinfo is the mount table. r.mu is held.
+func (r *FakeRoot) mountinfo() string {
+	if !r.mounted {
+		return mountinfoBase
+	}
+	host, port, _ := strings.Cut(r.nfsAddr, ":")
+	return mountinfoBase + fmt.Sprintf("612 22 0:57 / %s rw,relatime shared:301 - nfs4 %s:/export/datasets rw,vers=4.2,port=%s,addr=%s\n",
+		nfsMountPoint, host, port, host)
+}
+
+// queryGPU is nvidia-smi's --query-gpu answer. r.mu is held.
+func (r *FakeRoot) queryGPU() string {
+	var b strings.Builder
+	for _, g := range r.GPUs {
+		if r.lost[g.Index] {
+			continue
+		}
+		fmt.Fprintf(&b, "%d, %s, %s, 0, [N/A], [N/A], [N/A]\n", g.Index, g.Bus, g.UUID)
+	}
+	return b.String()
+}
+
+// queryRemap is nvidia-smi's --query-remapped-rows answer. r.mu is held.
+func (r *FakeRoot) queryRemap() string {
+	var b strings.Builder
+	for _, g := range r.GPUs {
+		if !r.lost[g.Index] {
+			fmt.Fprintf(&b, "%s, No, No, 0\n", g.Bus)
+		}
+	}
+	return b.String()
+}
+
+// write replaces a file of the root atomically, so that a check never reads
+// half of it.
+func (r *FakeRoot) write(p, content string, mode os.FileMode) error {
+	full := filepath.Join(r.Dir, p)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return fmt.Errorf("node %s: %w", r.Node, err)
+	}
+	tmp := full + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), mode); err != nil {
+		return fmt.Errorf("node %s: %w", r.Node, err)
+	}
+	if err := os.Rename(tmp, full); err != nil {
+		return fmt.Errorf("node %s: %w", r.Node, err)
+	}
+	return nil
+}
+
+func (r *FakeRoot) append(p, content string) error {
+	f, err := os.OpenFile(filepath.Join(r.Dir, p), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", r.Node, err)
+	}
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		return fmt.Errorf("node %s: %w", r.Node, err)
+	}
+	return f.Close()
+}
+
+// fnv32 is a short stable hash for IDs derived from a node name.
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}

@@ -1,0 +1,133 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/internal/notify"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+)
+
+// Fault is a fault the demo can inject into a node.
+type Fault struct {
+	Name string
+	Help string
+}
+
+// Faults lists what Inject knows, in the order `kubemedic demo inject`
+// shows them.
+var Faults = []Fault{
+	{"xid", "fatal Xid 46 (GPU timeout) on GPU 0: the driver asks for a GPU reset"},
+	{"xid-reboot", "Xid 79 (GPU fell off the bus) on GPU 0: the driver asks for a reboot"},
+	{"broken-gpu", "Xid 46 on GPU 0 of a GPU that is broken: resets fail, and the Xid returns after every reboot"},
+	{"gpu-lost", "GPU 1 falls off the bus (Xid 79) and nvidia-smi stops listing it"},
+	{"nfs", "the NFS mount /mnt/datasets disappears"},
+	{"dstate", "a process of a deleted pod is stuck in D state"},
+}
+
+// xidResetMessage is what the xid check prints for Xid 46 on a bus.
+func xidMessage(reason string, xid int, bus, what string) string {
+	return fmt.Sprintf("%s: Xid %d on %s: %s", reason, xid, bus, what)
+}
+
+// Inject puts fault into node: on a fake-root node as the kernel, the
+// driver or the mount table would show it (the real detectors find it), on
+// another node as the condition NPD would set.
+func (w *World) Inject(ctx context.Context, fault, node string) (string, error) {
+	if !w.hasNode(node) {
+		return "", fmt.Errorf("no node %q; the nodes are %s … %s", node, w.Nodes[0], w.Nodes[len(w.Nodes)-1])
+	}
+	root := w.Roots[node]
+	bus := fmt.Sprintf("0000:%02x:00.0", 0x18)
+	switch fault {
+	case "xid", "broken-gpu":
+		if fault == "broken-gpu" {
+			w.mu.Lock()
+			w.faulty[node] = true
+			w.mu.Unlock()
+		}
+		if root != nil {
+			return "kernel log: NVRM: Xid 46 on " + bus, root.Xid(0, 46, "GPU timeout")
+		}
+		return "condition GPUXidError=True", w.setCondition(ctx, node, v1alpha1.ConditionGPUXidError, xidMessage(v1alpha1.ReasonXidResetRequired, 46, bus, "GPU timeout"))
+	case "xid-reboot":
+		if root != nil {
+			return "kernel log: NVRM: Xid 79 on " + bus, root.Xid(0, 79, "GPU has fallen off the bus.")
+		}
+		return "condition GPUXidError=True", w.setCondition(ctx, node, v1alpha1.ConditionGPUXidError, xidMessage(v1alpha1.ReasonXidRebootRequired, 79, bus, "fell off the bus"))
+	case "gpu-lost":
+		if root != nil {
+			return "nvidia-smi lists 7 of 8 GPUs; kernel log: Xid 79", root.LoseGPU(1)
+		}
+		return "condition GPULost=True", w.setCondition(ctx, node, v1alpha1.ConditionGPULost, v1alpha1.ReasonGPUFellOffBus+": GPU 0000:20:00.0 fell off the bus (Xid 79)")
+	case "nfs":
+		if root != nil {
+			return "mountinfo: " + nfsMountPoint + " gone", root.SetNFSMounted(false)
+		}
+		return "condition NFSMountUnhealthy=True", w.setCondition(ctx, node, v1alpha1.ConditionNFSMountUnhealthy, v1alpha1.ReasonMountMissing+": "+nfsMountPoint+" not mounted")
+	case "dstate":
+		return w.injectDState(ctx, node)
+	}
+	names := make([]string, len(Faults))
+	for i, f := range Faults {
+		names[i] = f.Name
+	}
+	return "", fmt.Errorf("unknown fault %q; known: %s", fault, strings.Join(names, ", "))
+}
+
+func (w *World) hasNode(node string) bool {
+	for _, n := range w.Nodes {
+		if n == node {
+			return true
+		}
+	}
+	return false
+}
+
+// setCondition sets a detector condition on a simulated node as NPD does
+// from kubemedic-detect's output (reason KubemedicDetect, the specific
+// reason first in the message).
+func (w *World) setCondition(ctx context.Context, node, typ, message string) error {
+	return w.Cluster.SetNodeCondition(ctx, node, corev1.NodeCondition{
+		Type: corev1.NodeConditionType(typ), Status: corev1.ConditionTrue, Reason: v1alpha1.DetectReason, Message: message})
+}
+
+// injectDState runs a pod on the node, leaves one of its processes in D
+// state on the node, and deletes the pod: the process outlives it, as one
+// blocked on a dead NFS server or the GPU driver does.
+func (w *World) injectDState(ctx context.Context, node string) (string, error) {
+	pod, err := w.Cluster.CreatePod(ctx, localcluster.PodSpec{Namespace: workloadNS, NodeName: node,
+		Name:        fmt.Sprintf("preprocess-%d", time.Now().Unix()%100000),
+		Annotations: map[string]string{notify.AnnotationOwner: researchers[1].Email}})
+	if err != nil {
+		return "", err
+	}
+	uid := string(pod.UID)
+	if err := w.Cluster.Client.Delete(ctx, pod, &client.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		return "", fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if root := w.Roots[node]; root != nil {
+		return fmt.Sprintf("pid 4242 (python3) in D state, from deleted pod %s/%s (uid %s)", pod.Namespace, pod.Name, uid),
+			root.StuckProcess(4242, "python3", uid)
+	}
+	return "condition PodProcessesStuck=True", w.setCondition(ctx, node, v1alpha1.ConditionPodProcessesStuck,
+		fmt.Sprintf("%s: 1 process in D; pod %s", v1alpha1.ReasonDStateOrphans, uid))
+}
+
+// SimulatedNodes are the nodes without NPD, sorted.
+func (w *World) SimulatedNodes() []string {
+	out := append([]string(nil), w.Nodes[w.opts.NPDNodes:]...)
+	sort.Strings(out)
+	return out
+}
+
+// NPDNodes are the nodes with NPD and a fake root.
+func (w *World) NPDNodes() []string { return append([]string(nil), w.Nodes[:w.opts.NPDNodes]...) }

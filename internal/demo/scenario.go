@@ -1,0 +1,340 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
+)
+
+// Injector puts faults into a demo: the World itself, or a Client of a
+// demo in another process.
+type Injector interface {
+	Inject(ctx context.Context, fault, node string) (string, error)
+	IdleNotebooks(ctx context.Context) ([]string, error)
+}
+
+// Scenario is a story the demo can tell.
+type Scenario struct {
+	Name string
+	Help string
+	// Timeout bounds the scenario at the demo's default speed.
+	Timeout time.Duration
+	run     func(ctx context.Context, s *Session) error
+}
+
+// Scenarios lists the stories, in the order of `kubemedic demo scenario`.
+var Scenarios = []Scenario{
+	{"xid", "fatal Xid → drain → GPU reset → verified → uncordoned; the evicted pod's owner hears on Slack; the alert's issue is filed and closed", 3 * time.Minute, runXid},
+	{"escalate", "a broken GPU: the reset fails → reboot → the Xid returns → quarantine → an issue with the operation history for a person", 4 * time.Minute, runEscalate},
+	{"nfs-storm", "60% of the nodes lose NFS at once → the breaker opens → no disruptive operation → one roll-up issue", 3 * time.Minute, runNFSStorm},
+	{"idle", "two idle notebooks → a Slack DM each → one is snoozed and kept, the other is stopped after the grace period", 5 * time.Minute, runIdle},
+	{"dstate", "a process of a deleted pod stuck in D state → drain → reboot by policy → healthy", 3 * time.Minute, runDState},
+}
+
+// FindScenario returns the scenario called name.
+func FindScenario(name string) (Scenario, error) {
+	var names []string
+	for _, s := range Scenarios {
+		if s.Name == name {
+			return s, nil
+		}
+		names = append(names, s.Name)
+	}
+	return Scenario{}, fmt.Errorf("unknown scenario %q; known: %s", name, strings.Join(names, ", "))
+}
+
+// Session is one run of a scenario.
+type Session struct {
+	Info     Info
+	Kube     client.Client
+	Inject   Injector
+	Timeline *Timeline
+	Out      io.Writer
+	// Node is the node the scenario acted on, for the caller's checks.
+	Node string
+	// Nodes are all the nodes it acted on.
+	Nodes []string
+	// Notebooks are the idle scenario's pods.
+	Notebooks []string
+}
+
+// Run runs the scenario: it injects, then prints the timeline until the
+// story has ended or ctx ends.
+func (sc Scenario) Run(ctx context.Context, s *Session) error {
+	if err := s.Timeline.Prime(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "Scenario %s: %s\n\n", sc.Name, sc.Help)
+	return sc.run(ctx, s)
+}
+
+func (s *Session) inject(ctx context.Context, fault, node string) error {
+	what, err := s.Inject.Inject(ctx, fault, node)
+	if err != nil {
+		return err
+	}
+	s.Timeline.line("inject", "node/"+node, fault+": "+what)
+	return nil
+}
+
+// until runs the timeline until cond holds; cond's error ends it.
+func (s *Session) until(ctx context.Context, what string, cond func(ctx context.Context) (bool, error)) error {
+	var condErr error
+	err := s.Timeline.Run(ctx, func() bool {
+		ok, err := cond(ctx)
+		if err != nil {
+			condErr = err
+			return true
+		}
+		return ok
+	})
+	if condErr != nil {
+		return condErr
+	}
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, err)
+	}
+	return nil
+}
+
+func runXid(ctx context.Context, s *Session) error {
+	s.Node = s.Info.NPDNodes[0]
+	s.Nodes = []string{s.Node}
+	if err := s.inject(ctx, "xid", s.Node); err != nil {
+		return err
+	}
+	err := s.until(ctx, "the GPU reset to be verified, the node uncordoned and the issue closed", func(ctx context.Context) (bool, error) {
+		op, err := s.lastOp(ctx, s.Node, "gpu-xid-reset")
+		if err != nil || op == nil || op.Status.Phase != v1alpha1.PhaseSucceeded {
+			return false, err
+		}
+		n, err := s.node(ctx, s.Node)
+		if err != nil || n.Spec.Unschedulable {
+			return false, err
+		}
+		return s.issuesClosed(ctx, s.Node)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "\nHealed. Read the audit trail: kubectl get nodeoperations; kubectl describe nodeoperation; kubectl get events --field-selector involvedObject.name=%s\n", s.Node)
+	return nil
+}
+
+func runEscalate(ctx context.Context, s *Session) error {
+	s.Node = s.Info.NPDNodes[1]
+	s.Nodes = []string{s.Node}
+	if err := s.inject(ctx, "broken-gpu", s.Node); err != nil {
+		return err
+	}
+	err := s.until(ctx, "the node to be quarantined and its issue filed", func(ctx context.Context) (bool, error) {
+		n, err := s.node(ctx, s.Node)
+		if err != nil || !plan.Quarantined(n) {
+			return false, err
+		}
+		is, err := s.openIssue(ctx, s.Node, "KubemedicNodeQuarantined")
+		return is != nil, err
+	})
+	if err != nil {
+		return err
+	}
+	is, _ := s.openIssue(ctx, s.Node, "KubemedicNodeQuarantined")
+	fmt.Fprintf(s.Out, `
+Handed to a person: node %[1]s is quarantined, and issue #%[2]d lists every attempt (%[3]s).
+Closing the issue does not release the node: kubemedic never touches a quarantined node again.
+After the GPU is replaced, the documented manual step (docs/runbooks.md, KubemedicNodeQuarantined) is:
+
+    kubectl taint node %[1]s %[4]s-
+    kubectl uncordon %[1]s
+`, s.Node, is.GetNumber(), s.Info.PageURL, v1alpha1.TaintQuarantined)
+	return nil
+}
+
+func runNFSStorm(ctx context.Context, s *Session) error {
+	all := append(append([]string(nil), s.Info.NPDNodes...), s.Info.SimulatedNodes...)
+	n := (len(all)*60 + 99) / 100
+	s.Nodes = all[:n]
+	s.Node = s.Nodes[0]
+	started := time.Now()
+	for _, node := range s.Nodes {
+		if err := s.inject(ctx, "nfs", node); err != nil {
+			return err
+		}
+	}
+	err := s.until(ctx, "the breaker of nfs-mounts to open and the roll-up issue", func(ctx context.Context) (bool, error) {
+		var p v1alpha1.RemediationPolicy
+		if err := s.Kube.Get(ctx, client.ObjectKey{Name: "nfs-mounts"}, &p); err != nil {
+			return false, err
+		}
+		if !meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.PolicyBreakerOpen) {
+			return false, nil
+		}
+		return s.hasRollup(ctx)
+	})
+	if err != nil {
+		return err
+	}
+	var ops v1alpha1.NodeOperationList
+	if err := s.Kube.List(ctx, &ops); err != nil {
+		return err
+	}
+	disruptive := 0
+	for _, op := range ops.Items {
+		if op.Spec.Policy == "nfs-mounts" && op.CreationTimestamp.After(started) {
+			disruptive++
+		}
+	}
+	fmt.Fprintf(s.Out, "\nThe breaker of nfs-mounts is open: %d of %d nodes lost NFS, which is an NFS server problem, not %d node problems. Operations started: %d. Restore the mounts (or the server) and the breaker closes after its cooldown.\n",
+		n, len(all), n, disruptive)
+	return nil
+}
+
+func runIdle(ctx context.Context, s *Session) error {
+	names, err := s.Inject.IdleNotebooks(ctx)
+	if err != nil {
+		return err
+	}
+	s.Notebooks = names
+	s.Timeline.line("inject", "pod/"+names[0], "a notebook whose GPU dcgm-exporter reports 0.5% busy; and "+names[1])
+	snoozed := false
+	err = s.until(ctx, "the first notebook to be stopped", func(ctx context.Context) (bool, error) {
+		if !snoozed {
+			var p corev1.Pod
+			ns, name, _ := strings.Cut(names[1], "/")
+			if err := s.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
+				return false, err
+			}
+			if p.Annotations[v1alpha1.AnnotationReclaimNotice] != "" {
+				until := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+				patch := client.RawPatch("application/merge-patch+json", []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationReclaimSnoozeUntil, until)))
+				if err := s.Kube.Patch(ctx, &p, patch); err != nil {
+					return false, err
+				}
+				s.Timeline.line("snooze", "pod/"+names[1], "its owner snoozes it: kubectl annotate pod "+name+" "+v1alpha1.AnnotationReclaimSnoozeUntil+"="+until)
+				snoozed = true
+			}
+		}
+		ns, name, _ := strings.Cut(names[0], "/")
+		dep := strings.Join(strings.Split(name, "-")[:3], "-")
+		var d appsv1.Deployment
+		if err := s.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: dep}, &d); err != nil {
+			return false, err
+		}
+		return d.Spec.Replicas != nil && *d.Spec.Replicas == 0, nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "\nThe idle notebook was stopped (its Deployment scaled to 0; the old count is in %s); the snoozed one keeps its GPU.\n", v1alpha1.AnnotationReclaimedReplicas)
+	return nil
+}
+
+func runDState(ctx context.Context, s *Session) error {
+	s.Node = s.Info.NPDNodes[2%len(s.Info.NPDNodes)]
+	s.Nodes = []string{s.Node}
+	if err := s.inject(ctx, "dstate", s.Node); err != nil {
+		return err
+	}
+	return s.until(ctx, "the reboot to be verified", func(ctx context.Context) (bool, error) {
+		op, err := s.lastOp(ctx, s.Node, "dstate-orphans")
+		if err != nil || op == nil || op.Status.Phase != v1alpha1.PhaseSucceeded {
+			return false, err
+		}
+		n, err := s.node(ctx, s.Node)
+		return err == nil && !n.Spec.Unschedulable, err
+	})
+}
+
+func (s *Session) node(ctx context.Context, name string) (*corev1.Node, error) {
+	var n corev1.Node
+	if err := s.Kube.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+		return nil, fmt.Errorf("get node %s: %w", name, err)
+	}
+	return &n, nil
+}
+
+// lastOp is the newest NodeOperation of policy on node, or nil.
+func (s *Session) lastOp(ctx context.Context, node, policy string) (*v1alpha1.NodeOperation, error) {
+	var ops v1alpha1.NodeOperationList
+	if err := s.Kube.List(ctx, &ops); err != nil {
+		return nil, fmt.Errorf("list nodeoperations: %w", err)
+	}
+	var last *v1alpha1.NodeOperation
+	for i := range ops.Items {
+		op := &ops.Items[i]
+		if op.Spec.NodeName == node && op.Spec.Policy == policy && (last == nil || !op.CreationTimestamp.Before(&last.CreationTimestamp)) {
+			last = op
+		}
+	}
+	return last, nil
+}
+
+// Issues lists the GitHub stand-in's issues whose body names node.
+func (s *Session) Issues(ctx context.Context, node string) ([]*github.Issue, error) {
+	owner, name, _ := strings.Cut(s.Info.GitHubRepo, "/")
+	all, _, err := s.Timeline.GitHub.Issues.ListByRepo(ctx, owner, name, &github.IssueListByRepoOptions{State: "all", ListOptions: github.ListOptions{PerPage: 100}})
+	if err != nil {
+		return nil, fmt.Errorf("list issues of %s: %w", s.Info.GitHubRepo, err)
+	}
+	var out []*github.Issue
+	for _, is := range all {
+		if node == "" || strings.Contains(is.GetBody(), node) || strings.Contains(is.GetTitle(), node) {
+			out = append(out, is)
+		}
+	}
+	return out, nil
+}
+
+// issuesClosed: at least one issue names node, and all that do are closed.
+func (s *Session) issuesClosed(ctx context.Context, node string) (bool, error) {
+	issues, err := s.Issues(ctx, node)
+	if err != nil || len(issues) == 0 {
+		return false, err
+	}
+	for _, is := range issues {
+		if is.GetState() != "closed" {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// openIssue is the open issue of alertname that names node, or nil.
+func (s *Session) openIssue(ctx context.Context, node, alertname string) (*github.Issue, error) {
+	issues, err := s.Issues(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	for _, is := range issues {
+		if is.GetState() == "open" && (strings.Contains(is.GetTitle(), alertname) || strings.Contains(is.GetBody(), alertname)) {
+			return is, nil
+		}
+	}
+	return nil, nil
+}
+
+func (s *Session) hasRollup(ctx context.Context) (bool, error) {
+	issues, err := s.Issues(ctx, "")
+	if err != nil {
+		return false, err
+	}
+	for _, is := range issues {
+		for _, l := range is.Labels {
+			if l.GetName() == "alert-storm" {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}

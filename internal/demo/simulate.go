@@ -1,0 +1,215 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+)
+
+// simulatorPoll is how often the simulator looks for operation pods.
+const simulatorPoll = 300 * time.Millisecond
+
+// The simulator is the only pretend part of the demo: kwok marks operation
+// pods Running but runs nothing, so the simulator plays what each
+// operation would have done to the node and ends the pod, the way the
+// kubelet would report it:
+//
+//   - reset-gpu: records the reset with kubemedic-detect's own
+//     --record-reset on a fake-root node (the xid check then sees the Xid as
+//     dealt with), or clears GPUXidError on a simulated node; the pod
+//     Succeeded. On a node with a faulty GPU the reset fails: the pod
+//     Failed, with nvidia-smi's refusal as its message.
+//   - reboot: a new boot ID (fake root and Node.status.nodeInfo), a fresh
+//     kernel log, no processes, mounts back; a simulated node's kubemedic
+//     conditions clear. On a node with a faulty GPU the Xid is logged again
+//     right after the boot, as a GPU that is broken does.
+//   - remount-nfs: the mount is back (when the NFS server answers).
+//   - anything else: the pod Succeeded.
+//
+// It also ticks every fake root's uptime.
+func (w *World) simulate(ctx context.Context) {
+	done := map[string]bool{} // pod UIDs handled
+	t := time.NewTicker(simulatorPoll)
+	defer t.Stop()
+	tick := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		tick++
+		if tick%3 == 0 {
+			for _, r := range w.Roots {
+				if err := r.Tick(); err != nil {
+					w.say("simulator: %v", err)
+				}
+			}
+		}
+		var pods corev1.PodList
+		if err := w.Cluster.Client.List(ctx, &pods, client.InNamespace(Namespace), client.HasLabels{v1alpha1.LabelTemplate}); err != nil {
+			if ctx.Err() == nil {
+				w.say("simulator: list operation pods: %v", err)
+			}
+			continue
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if done[string(p.UID)] || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+				continue
+			}
+			done[string(p.UID)] = true
+			ok, msg := w.play(ctx, p)
+			if err := finishPod(ctx, w.Cluster.Client, p, ok, msg); err != nil && ctx.Err() == nil {
+				w.say("simulator: end pod %s: %v", p.Name, err)
+			}
+		}
+	}
+}
+
+// play applies the operation of pod p to its node and says whether it
+// succeeded, with the message its container would have printed last.
+func (w *World) play(ctx context.Context, p *corev1.Pod) (bool, string) {
+	node := p.Spec.NodeName
+	tpl := p.Labels[v1alpha1.LabelTemplate]
+	root := w.Roots[node]
+	w.mu.Lock()
+	faulty := w.faulty[node]
+	w.mu.Unlock()
+	switch tpl {
+	case "reset-gpu":
+		bus := podEnv(p, "GPU_BUS_ID")
+		if faulty {
+			return false, fmt.Sprintf("reset-gpu: nvidia-smi -r -i %s: GPU Reset couldn't run because GPU %s is in use by another client (simulated fault)", bus, bus)
+		}
+		if root != nil {
+			cmd := exec.CommandContext(ctx, filepath.Join(w.opts.BinDir, "kubemedic-detect"), "xid", "--record-reset="+bus,
+				"--root="+root.Dir, "--state-dir="+filepath.Join(root.Dir, rootStateDir))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return false, fmt.Sprintf("reset-gpu: recording the reset of %s failed: %v: %s", bus, err, strings.TrimSpace(string(out)))
+			}
+		} else if err := w.clearCondition(ctx, node, v1alpha1.ConditionGPUXidError); err != nil {
+			return false, err.Error()
+		}
+		return true, "reset-gpu: " + bus + " reset and answering"
+	case "reboot":
+		if err := w.reboot(ctx, node, faulty); err != nil {
+			return false, err.Error()
+		}
+		return true, "reboot: rebooting"
+	case "remount-nfs":
+		if root != nil {
+			if err := root.SetNFSMounted(true); err != nil {
+				return false, err.Error()
+			}
+		} else if err := w.clearCondition(ctx, node, v1alpha1.ConditionNFSMountUnhealthy); err != nil {
+			return false, err.Error()
+		}
+		return true, "remount-nfs: remounted " + nfsMountPoint
+	}
+	return true, tpl + ": done (simulated)"
+}
+
+// reboot plays a reboot of node.
+func (w *World) reboot(ctx context.Context, node string, faulty bool) error {
+	var boot string
+	if root := w.Roots[node]; root != nil {
+		if err := root.Reboot(); err != nil {
+			return err
+		}
+		boot = root.BootID()
+		if faulty {
+			if err := root.Xid(0, 46, "GPU timeout"); err != nil {
+				return err
+			}
+		}
+	} else {
+		w.mu.Lock()
+		w.bootSeq[node]++
+		boot = simBootID(node, w.bootSeq[node])
+		w.mu.Unlock()
+		for typ := range v1alpha1.ConditionReasons {
+			if faulty && typ == v1alpha1.ConditionGPUXidError {
+				continue
+			}
+			if err := w.clearCondition(ctx, node, typ); err != nil {
+				return err
+			}
+		}
+	}
+	return setBootID(ctx, w.Cluster, node, boot)
+}
+
+// clearCondition sets a detector condition of a simulated node to False,
+// as NPD does when its check passes, when the node has it.
+func (w *World) clearCondition(ctx context.Context, node, typ string) error {
+	var n corev1.Node
+	if err := w.Cluster.Client.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		return err
+	}
+	if c := findCondition(&n, typ); c == nil || c.Status == corev1.ConditionFalse {
+		return nil
+	}
+	return w.Cluster.ClearNodeCondition(ctx, node, typ, okReason[typ], "simulated: healthy again")
+}
+
+// okReason is the reason deploy/npd's configs give each condition when its
+// check passes.
+var okReason = map[string]string{
+	v1alpha1.ConditionGPULost:             "GPUsPresent",
+	v1alpha1.ConditionGPUXidError:         "NoXidError",
+	v1alpha1.ConditionGPUMemoryUnhealthy:  "GPUMemoryHealthy",
+	v1alpha1.ConditionPodProcessesStuck:   "NoStuckProcesses",
+	v1alpha1.ConditionNFSMountUnhealthy:   "NFSMountsHealthy",
+	v1alpha1.ConditionNetworkInterfaceDown: "InterfacesUp",
+}
+
+func findCondition(n *corev1.Node, typ string) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if string(n.Status.Conditions[i].Type) == typ {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func podEnv(p *corev1.Pod, name string) string {
+	for _, c := range p.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == name {
+				return e.Value
+			}
+		}
+	}
+	return ""
+}
+
+// finishPod ends the pod as the kubelet reports a finished container.
+func finishPod(ctx context.Context, c client.Client, p *corev1.Pod, ok bool, msg string) error {
+	phase, code, reason := corev1.PodSucceeded, int32(0), "Completed"
+	if !ok {
+		phase, code, reason = corev1.PodFailed, 1, "Error"
+	}
+	now := metav1.Now()
+	p = p.DeepCopy()
+	p.Status.Phase = phase
+	p.Status.ContainerStatuses = nil
+	for _, ctr := range p.Spec.Containers {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: ctr.Name, Image: ctr.Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: code, Reason: reason, Message: msg, StartedAt: now, FinishedAt: now}},
+		})
+	}
+	return c.Status().Update(ctx, p)
+}
+

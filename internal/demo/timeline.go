@@ -1,0 +1,271 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v60/github"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
+)
+
+// timelinePoll is how often the timeline reads the API server, the GitHub
+// stand-in and the Slack log.
+const timelinePoll = 500 * time.Millisecond
+
+// Slack is where the timeline reads the demo's Slack messages from.
+type Slack interface {
+	SlackMessages(ctx context.Context, after int) ([]SlackMessage, error)
+}
+
+// worldSlack adapts World to Slack.
+type worldSlack struct{ w *World }
+
+func (s worldSlack) SlackMessages(_ context.Context, after int) ([]SlackMessage, error) {
+	return s.w.SlackMessages(after), nil
+}
+
+// Timeline tells the story of the demo as it happens: node conditions,
+// cordons and quarantines, NodeOperations and their phases, GitHub issues
+// and their comments, and Slack messages, one line each with the time and
+// the object to `kubectl get`. It reads everything from where a person
+// would: the API server, GitHub's API and Slack.
+type Timeline struct {
+	Kube   client.Client
+	GitHub *github.Client
+	Repo   string
+	Slack  Slack
+	Out    io.Writer
+	// Nodes limits node lines to these nodes; empty means all.
+	Nodes map[string]bool
+
+	start    time.Time
+	conds    map[string]string // node/type -> status+reason
+	cordoned map[string]string
+	ops      map[string]string // op -> phase
+	issues   map[int]string    // number -> state
+	comments map[int]int
+	slackSeq int
+	// Lines are every line printed, for tests and summaries.
+	Lines []string
+}
+
+// NewTimeline makes a timeline reading from info's demo.
+func NewTimeline(kube client.Client, info Info, slack Slack, out io.Writer) (*Timeline, error) {
+	gh := github.NewClient(nil).WithAuthToken(info.GitHubToken)
+	u, err := url.Parse(info.GitHubURL)
+	if err != nil {
+		return nil, err
+	}
+	gh.BaseURL = u
+	return &Timeline{Kube: kube, GitHub: gh, Repo: info.GitHubRepo, Slack: slack, Out: out}, nil
+}
+
+// Timeline makes a timeline of this world, in process.
+func (w *World) Timeline(out io.Writer) *Timeline {
+	t, _ := NewTimeline(w.Cluster.Client, w.Info(w.Cluster.Kubeconfig), worldSlack{w}, out)
+	return t
+}
+
+// Prime reads the current state without printing it, so that Run prints
+// only what changes from now on.
+func (t *Timeline) Prime(ctx context.Context) error {
+	t.start = time.Now()
+	quiet := t.Out
+	t.Out = io.Discard
+	defer func() { t.Out = quiet; t.Lines = nil }()
+	return t.Poll(ctx)
+}
+
+// Run polls until ctx ends or done returns true, then returns.
+func (t *Timeline) Run(ctx context.Context, done func() bool) error {
+	tick := time.NewTicker(timelinePoll)
+	defer tick.Stop()
+	for {
+		if err := t.Poll(ctx); err != nil && ctx.Err() == nil {
+			t.line("error", "", err.Error())
+		}
+		if done != nil && done() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func (t *Timeline) line(kind, object, text string) {
+	now := time.Now()
+	l := fmt.Sprintf("%s +%5.1fs  %-10s %-58s %s", now.Format("15:04:05"), now.Sub(t.start).Seconds(), kind, object, text)
+	t.Lines = append(t.Lines, kind+" "+object+" "+text)
+	fmt.Fprintln(t.Out, l)
+}
+
+// Poll reads everything once and prints what changed.
+func (t *Timeline) Poll(ctx context.Context) error {
+	if t.start.IsZero() {
+		t.start = time.Now()
+	}
+	if t.conds == nil {
+		t.conds, t.cordoned, t.ops, t.issues, t.comments = map[string]string{}, map[string]string{}, map[string]string{}, map[int]string{}, map[int]int{}
+	}
+	if err := t.pollNodes(ctx); err != nil {
+		return err
+	}
+	if err := t.pollOps(ctx); err != nil {
+		return err
+	}
+	if err := t.pollIssues(ctx); err != nil {
+		return err
+	}
+	return t.pollSlack(ctx)
+}
+
+func (t *Timeline) pollNodes(ctx context.Context) error {
+	var nodes corev1.NodeList
+	if err := t.Kube.List(ctx, &nodes); err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if len(t.Nodes) > 0 && !t.Nodes[n.Name] {
+			continue
+		}
+		for _, c := range n.Status.Conditions {
+			if _, ours := v1alpha1.ConditionReasons[string(c.Type)]; !ours {
+				continue
+			}
+			key := n.Name + "/" + string(c.Type)
+			reason := v1alpha1.EffectiveReason(string(c.Type), c.Reason, c.Message)
+			v := string(c.Status) + " " + reason
+			if old, seen := t.conds[key]; seen && old != v || !seen && c.Status != corev1.ConditionFalse {
+				kind := "detected"
+				if c.Status == corev1.ConditionFalse {
+					kind = "cleared"
+				}
+				t.line(kind, "node/"+n.Name, fmt.Sprintf("%s=%s %s", c.Type, c.Status, oneLine(c.Message, 90)))
+			}
+			t.conds[key] = v
+		}
+		state := ""
+		switch {
+		case plan.Quarantined(n):
+			state = "quarantined"
+		case n.Spec.Unschedulable:
+			state = "cordoned"
+		}
+		if old, seen := t.cordoned[n.Name]; seen && old != state || !seen && state != "" {
+			switch state {
+			case "":
+				t.line("uncordon", "node/"+n.Name, "schedulable again")
+			case "quarantined":
+				t.line("quarantine", "node/"+n.Name, "cordoned and tainted "+v1alpha1.TaintQuarantined+": a person takes over")
+			default:
+				t.line("cordon", "node/"+n.Name, "unschedulable")
+			}
+		}
+		t.cordoned[n.Name] = state
+	}
+	return nil
+}
+
+func (t *Timeline) pollOps(ctx context.Context) error {
+	var ops v1alpha1.NodeOperationList
+	if err := t.Kube.List(ctx, &ops); err != nil {
+		return fmt.Errorf("list nodeoperations: %w", err)
+	}
+	sort.Slice(ops.Items, func(i, j int) bool { return ops.Items[i].CreationTimestamp.Before(&ops.Items[j].CreationTimestamp) })
+	for i := range ops.Items {
+		op := &ops.Items[i]
+		if len(t.Nodes) > 0 && !t.Nodes[op.Spec.NodeName] {
+			continue
+		}
+		phase := string(op.Status.Phase)
+		if phase == "" {
+			phase = string(v1alpha1.PhasePending)
+		}
+		old, seen := t.ops[op.Name]
+		if !seen || old != phase {
+			what := op.Spec.Operation
+			if op.Spec.Quarantine {
+				what = "quarantine"
+			}
+			text := fmt.Sprintf("%s on %s: %s", what, op.Spec.NodeName, phase)
+			if !seen {
+				text = fmt.Sprintf("created by policy %s step %s (%s on %s): %s", op.Spec.Policy, op.Spec.Step, what, op.Spec.NodeName, phase)
+			}
+			if op.Status.Message != "" {
+				text += " — " + oneLine(op.Status.Message, 100)
+			}
+			t.line(strings.ToLower(phase), "nodeoperation/"+op.Name, text)
+		}
+		t.ops[op.Name] = phase
+	}
+	return nil
+}
+
+func (t *Timeline) pollIssues(ctx context.Context) error {
+	owner, name, _ := strings.Cut(t.Repo, "/")
+	issues, _, err := t.GitHub.Issues.ListByRepo(ctx, owner, name, &github.IssueListByRepoOptions{State: "all", ListOptions: github.ListOptions{PerPage: 100}})
+	if err != nil {
+		return fmt.Errorf("list GitHub issues of %s: %w", t.Repo, err)
+	}
+	sort.Slice(issues, func(i, j int) bool { return issues[i].GetNumber() < issues[j].GetNumber() })
+	for _, is := range issues {
+		n := is.GetNumber()
+		obj := fmt.Sprintf("issue %s#%d", t.Repo, n)
+		state := is.GetState()
+		old, seen := t.issues[n]
+		switch {
+		case !seen:
+			t.line("filed", obj, oneLine(is.GetTitle(), 100))
+		case old != state && state == "closed":
+			t.line("closed", obj, "state reason "+is.GetStateReason())
+		case old != state:
+			t.line("reopened", obj, oneLine(is.GetTitle(), 100))
+		}
+		t.issues[n] = state
+		if is.GetComments() > t.comments[n] {
+			comments, _, err := t.GitHub.Issues.ListComments(ctx, owner, name, n, &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}})
+			if err != nil {
+				return fmt.Errorf("list comments of %s: %w", obj, err)
+			}
+			for _, c := range comments[min(t.comments[n], len(comments)):] {
+				t.line("commented", obj, oneLine(c.GetBody(), 100))
+			}
+			t.comments[n] = len(comments)
+		}
+	}
+	return nil
+}
+
+func (t *Timeline) pollSlack(ctx context.Context) error {
+	msgs, err := t.Slack.SlackMessages(ctx, t.slackSeq)
+	if err != nil {
+		return fmt.Errorf("read Slack messages: %w", err)
+	}
+	for _, m := range msgs {
+		t.line("slack", "to "+m.To, oneLine(m.Text, 110))
+		t.slackSeq = m.Seq
+	}
+	return nil
+}
+
+// oneLine is the first line of s, cut to n characters.
+func oneLine(s string, n int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,387 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
+	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/internal/notify/notifytest"
+	"github.com/kubemedic/kubemedic/policies"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+)
+
+// Names the demo world uses.
+const (
+	// Namespace holds the operation pods and the components' leases.
+	Namespace = "kubemedic-system"
+	// Repo is the GitHub stand-in's repository the alertbridge files into.
+	Repo = "acme/gpu-oncall"
+	// githubToken is the token the GitHub stand-in accepts.
+	githubToken = "ghp_kubemedicDemoToken0000000000000000"
+	// workloadNS is the namespace of the researchers' training jobs.
+	workloadNS = "research"
+	// notebookNS is the namespace of interactive notebooks, with the
+	// example's stricter ReclaimPolicy.
+	notebookNS = "research-interactive"
+)
+
+// Researchers are the people who own the demo's workloads: their e-mail is
+// each pod's kubemedic.io/owner, and the Slack stand-in knows them.
+var researchers = []struct{ ID, Email string }{
+	{"U0ALICE01", "alice@example.com"},
+	{"U0BOB0002", "bob@example.com"},
+	{"U0CAROL03", "carol@example.com"},
+}
+
+// Options configures a World.
+type Options struct {
+	// RepoRoot is the repository checkout: deploy/crds, deploy/npd,
+	// deploy/prometheus, deploy/alertmanager's receiver and
+	// policies/examples are read from it.
+	RepoRoot string
+	// BinDir holds kubemedic-detect, kubemedic-remediator,
+	// kubemedic-alertbridge and kubemedic-janitor.
+	BinDir string
+	// Dir is the working directory: fake node roots, configs, logs. It is
+	// created, and kept after Stop so that logs can be read.
+	Dir string
+	// Nodes is the number of simulated GPU nodes. Default 16.
+	Nodes int
+	// NPDNodes of them run the real node-problem-detector with
+	// kubemedic-detect on a fake root. Default 3.
+	NPDNodes int
+	// MIGEvery makes every k-th node a MIG node (localcluster.NodeSpec).
+	MIGEvery int
+	// Speed divides every duration of the policies, rules and routing.
+	// Default DefaultSpeed.
+	Speed int
+	// Out receives progress lines and each Slack message.
+	Out io.Writer
+}
+
+func (o *Options) defaults() {
+	if o.Nodes == 0 {
+		o.Nodes = 16
+	}
+	if o.NPDNodes == 0 {
+		o.NPDNodes = 3
+	}
+	if o.NPDNodes > o.Nodes {
+		o.NPDNodes = o.Nodes
+	}
+	if o.Speed == 0 {
+		o.Speed = DefaultSpeed
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+}
+
+// World is a running demo: the control plane, the nodes, the kubemedic
+// components as processes, monitoring, the stand-ins and the simulator.
+type World struct {
+	Cluster *localcluster.Cluster
+	// Nodes are every node's name, in order; the first NPDNodes have a
+	// FakeRoot in Roots and run NPD.
+	Nodes []string
+	Roots map[string]*FakeRoot
+	// GitHub is the GitHub stand-in; PageURL its web page.
+	GitHub  *ghfake.Fake
+	PageURL string
+	Slack   *notifytest.Server
+	// PrometheusURL and AlertmanagerURL are the monitoring UIs/APIs.
+	PrometheusURL, AlertmanagerURL string
+	// ControlURL serves inject and the Slack log to `kubemedic demo`
+	// commands in other terminals.
+	ControlURL string
+	Speed      int
+
+	opts  Options
+	start time.Time
+	out   *lockedWriter
+
+	mu       sync.Mutex
+	procs    []*localcluster.Process
+	stoppers []func() error
+	faulty   map[string]bool // nodes whose GPU resets fail and whose Xid returns after a reboot
+	bootSeq  map[string]int  // simulated nodes' boot counters
+	slackLog []SlackMessage
+	nfs      *nfsServer
+	// bridgeAddr is the alertbridge's listen address.
+	bridgeAddr string
+	scrape     []scrapeTarget
+	// DCGM is the dcgm-exporter stand-in: GPU utilisation of pods.
+	DCGM *localcluster.DCGMExporter
+}
+
+// scrapeTarget is one /metrics endpoint Prometheus scrapes.
+type scrapeTarget struct{ job, addr string }
+
+// lockedWriter serialises lines from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (w *World) say(format string, args ...any) {
+	fmt.Fprintf(w.out, "[%5.1fs] %s\n", time.Since(w.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// Start builds the world. On error everything started so far is stopped.
+func Start(ctx context.Context, o Options) (w *World, err error) {
+	o.defaults()
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	w = &World{opts: o, start: time.Now(), out: &lockedWriter{w: o.Out}, Speed: o.Speed,
+		Roots: map[string]*FakeRoot{}, faulty: map[string]bool{}, bootSeq: map[string]int{}}
+	defer func() {
+		if err != nil {
+			_ = w.Stop()
+		}
+	}()
+	for _, bin := range []string{"kubemedic-detect", "kubemedic-remediator", "kubemedic-alertbridge", "kubemedic-janitor"} {
+		if _, err := os.Stat(filepath.Join(o.BinDir, bin)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s (run `make build`): %w", bin, o.BinDir, err)
+		}
+	}
+
+	w.say("Starting kube-apiserver, etcd and kwok, installing the kubemedic CRDs")
+	cl, err := localcluster.New(ctx, localcluster.Options{Kwok: true, KwokHeartbeat: 10 * time.Second,
+		CRDDir: filepath.Join(o.RepoRoot, "deploy/crds")})
+	if err != nil {
+		return nil, err
+	}
+	w.Cluster = cl
+	w.stoppers = append(w.stoppers, cl.Stop)
+
+	if err := w.createNodes(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.applyPolicies(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.startStandIns(ctx); err != nil {
+		return nil, err
+	}
+	ports, err := w.componentPorts()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.startMonitoring(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.startComponents(ctx, ports); err != nil {
+		return nil, err
+	}
+	if err := w.startNPD(ctx); err != nil {
+		return nil, err
+	}
+	if err := w.createWorkloads(ctx); err != nil {
+		return nil, err
+	}
+	simCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.simulate(simCtx) }()
+	w.stoppers = append(w.stoppers, func() error { cancel(); <-done; return nil })
+	if err := w.startControl(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Elapsed is the time since Start began.
+func (w *World) Elapsed() time.Duration { return time.Since(w.start) }
+
+// Stop stops everything, in the reverse order of starting.
+func (w *World) Stop() error {
+	w.mu.Lock()
+	stoppers := w.stoppers
+	w.stoppers = nil
+	w.mu.Unlock()
+	var errs []error
+	for i := len(stoppers) - 1; i >= 0; i-- {
+		if err := stoppers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// createNodes makes the kwok GPU nodes, the fake roots of the NPD nodes,
+// and gives every node a boot ID.
+func (w *World) createNodes(ctx context.Context) error {
+	c := w.Cluster
+	if err := ensureNamespace(ctx, c.Client, Namespace); err != nil {
+		return err
+	}
+	nodes, err := c.CreateGPUNodes(ctx, w.opts.Nodes, localcluster.NodeSpec{MIGEvery: w.opts.MIGEvery})
+	if err != nil {
+		return fmt.Errorf("create nodes: %w", err)
+	}
+	for i := range nodes {
+		w.Nodes = append(w.Nodes, nodes[i].Name)
+	}
+	if err := c.WaitNodesReady(ctx, w.Nodes...); err != nil {
+		return fmt.Errorf("wait for nodes: %w", err)
+	}
+	w.nfs, err = startNFSServer()
+	if err != nil {
+		return err
+	}
+	w.stoppers = append(w.stoppers, w.nfs.Close)
+	for i, name := range w.Nodes {
+		boot := simBootID(name, 1)
+		if i < w.opts.NPDNodes {
+			gpus := 8
+			if q, ok := nodes[i].Status.Capacity["nvidia.com/gpu"]; ok && w.opts.MIGEvery == 0 {
+				gpus = int(q.Value())
+			}
+			r, err := NewFakeRoot(filepath.Join(w.opts.Dir, "nodes", name), name, gpus, w.nfs.Addr())
+			if err != nil {
+				return err
+			}
+			w.Roots[name] = r
+			boot = r.BootID()
+		} else {
+			w.bootSeq[name] = 1
+		}
+		if err := setBootID(ctx, c, name, boot); err != nil {
+			return err
+		}
+	}
+	w.say("%d simulated GPU nodes are Ready (kwok), in zones zone-a and zone-b; every %s MIG", len(w.Nodes), migEvery(w.opts.MIGEvery))
+	w.say("Real node-problem-detector + kubemedic-detect on a fake root: %s", strings.Join(w.Nodes[:w.opts.NPDNodes], ", "))
+	w.say("Conditions written by the simulator (as NPD would): the other %d nodes", len(w.Nodes)-w.opts.NPDNodes)
+	return nil
+}
+
+func migEvery(k int) string {
+	if k <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%dth node is", k)
+}
+
+// simBootID is the boot ID of a simulated node's n-th boot.
+func simBootID(node string, n int) string {
+	return fmt.Sprintf("%08x-5100-4000-8000-%012x", fnv32(node), n)
+}
+
+func setBootID(ctx context.Context, c *localcluster.Cluster, node, bootID string) error {
+	patch := fmt.Sprintf(`{"status":{"nodeInfo":{"bootID":%q}}}`, bootID)
+	if _, err := c.Clientset.CoreV1().Nodes().PatchStatus(ctx, node, []byte(patch)); err != nil {
+		return fmt.Errorf("set the boot ID of node %s: %w", node, err)
+	}
+	return nil
+}
+
+// applyPolicies applies the example policies and templates, sped up.
+func (w *World) applyPolicies(ctx context.Context) error {
+	dir := filepath.Join(w.opts.RepoRoot, "policies/examples")
+	docs, problems := policies.LoadFiles(dir)
+	problems = append(problems, policies.ValidateSet(docs)...)
+	if len(problems) > 0 {
+		var b strings.Builder
+		for _, p := range problems {
+			b.WriteString("\n" + p.String())
+		}
+		return fmt.Errorf("%d problems in %s:%s", len(problems), dir, b.String())
+	}
+	var windows []string
+	for _, d := range docs {
+		obj, removed, err := speedUp(d.Object.(client.Object), w.opts.Speed)
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", d.File, d.Line, err)
+		}
+		if removed {
+			windows = append(windows, obj.GetName())
+		}
+		if crp, ok := obj.(*v1alpha1.ClusterReclaimPolicy); ok && crp.Spec.DryRun != nil {
+			// The example ships in dry run; the demo shows a reclaim.
+			crp.Spec.DryRun.Enabled = false
+		}
+		if ns := obj.GetNamespace(); ns != "" {
+			if err := ensureNamespace(ctx, w.Cluster.Client, ns); err != nil {
+				return err
+			}
+		}
+		if err := w.Cluster.Client.Create(ctx, obj); err != nil {
+			return fmt.Errorf("apply %s %s from %s:%d: %w", d.Kind, client.ObjectKeyFromObject(obj), d.File, d.Line, err)
+		}
+	}
+	sort.Strings(windows)
+	w.say("Applied %d objects from policies/examples, every duration divided by %d (for: 2m holds 2s); maintenance windows removed from %s so that steps run now; the janitor's dry run is off",
+		len(docs), w.opts.Speed, strings.Join(windows, ", "))
+	return nil
+}
+
+func ensureNamespace(ctx context.Context, c client.Client, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// nfsServer is the NFS server of the demo's mounts: a TCP listener the nfs
+// check connects to. Stopping it is an NFS outage.
+type nfsServer struct {
+	mu   sync.Mutex
+	addr string
+	ln   net.Listener
+}
+
+func startNFSServer() (*nfsServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("nfs server: %w", err)
+	}
+	s := &nfsServer{addr: ln.Addr().String(), ln: ln}
+	go acceptLoop(ln)
+	return s, nil
+}
+
+func acceptLoop(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.Close()
+	}
+}
+
+func (s *nfsServer) Addr() string { return s.addr }
+
+func (s *nfsServer) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	err := s.ln.Close()
+	s.ln = nil
+	return err
+}
