@@ -51,7 +51,10 @@ reclaims idle GPU pods.
 This CLI checks the policy files ops write before they reach a cluster,
 shows what a policy would do on the live cluster without changing it, and
 runs a local demo cluster of simulated GPU nodes.`,
-		Example: `  # Check every policy in a directory, as CI would
+		Example: `  # The fleet on one screen: unhealthy nodes, operations, breakers, quarantine
+  kubemedic status        # or, installed as kubectl-medic: kubectl medic status
+
+  # Check every policy in a directory, as CI would
   kubemedic policy validate -f policies/examples/
 
   # What would this policy do on the cluster now? (reads only)
@@ -69,6 +72,7 @@ runs a local demo cluster of simulated GPU nodes.`,
 	root.SetErr(stderr)
 	root.AddCommand(newPolicyCommand(stdout, stderr), newDemoCommand(stdout, stderr))
 	root.AddCommand(newAlertbridgeCommand(stdout, stderr), newJanitorCommand(stdout, stderr))
+	root.AddCommand(newStatusCommand(stdout, stderr))
 	return root
 }
 

@@ -1,0 +1,426 @@
+package cli
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubemedic/kubemedic/internal/notify"
+	"github.com/kubemedic/kubemedic/janitor/decide"
+	"github.com/kubemedic/kubemedic/policies"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
+)
+
+// Status is what `kubemedic status` shows, and its -o json|yaml output. The
+// field names are stable: scripts read them. Lists are never null, and
+// times are RFC 3339 in UTC.
+type Status struct {
+	// Time is the time the status describes (--now, or the time of reading).
+	Time metav1.Time `json:"time"`
+	// Server is the API server's address.
+	Server string `json:"server"`
+	// Attention lists why the exit status is 1: each open breaker and each
+	// quarantined node, in words. Empty when the exit status is 0.
+	Attention []string `json:"attention"`
+	// NodeConditions are the detector conditions (GPULost, GPUXidError, ...)
+	// that are True or Unknown, by node, then condition type.
+	NodeConditions []NodeConditionStatus `json:"nodeConditions"`
+	// ActiveOperations are the NodeOperations not yet Succeeded, Failed or
+	// Skipped, one group per phase in lifecycle order; empty groups are left out.
+	ActiveOperations []PhaseGroup `json:"activeOperations"`
+	// Policies are the RemediationPolicies, by name.
+	Policies []PolicyStatus `json:"policies"`
+	// QuarantinedNodes are the nodes with the kubemedic.io/quarantined
+	// taint, by name, each with its NodeOperations.
+	QuarantinedNodes []QuarantinedNode `json:"quarantinedNodes"`
+	// ReclaimNotices are the pods with the janitor's
+	// kubemedic.io/reclaim-notice annotation, by namespace and name.
+	ReclaimNotices []ReclaimNotice `json:"reclaimNotices"`
+}
+
+// NodeConditionStatus is one detector condition of a node that is not OK.
+type NodeConditionStatus struct {
+	Node      string                 `json:"node"`
+	Condition string                 `json:"condition"`
+	Status    corev1.ConditionStatus `json:"status"`
+	// Reason is the effective reason (v1alpha1.EffectiveReason): for a
+	// condition node-problem-detector wrote, the first word of the message.
+	Reason  string      `json:"reason"`
+	Since   metav1.Time `json:"since"`
+	Message string      `json:"message,omitempty"`
+}
+
+// PhaseGroup is the active operations in one phase.
+type PhaseGroup struct {
+	Phase      v1alpha1.NodeOperationPhase `json:"phase"`
+	Operations []OperationStatus           `json:"operations"`
+}
+
+// OperationStatus is one NodeOperation.
+type OperationStatus struct {
+	Name string `json:"name"`
+	Node string `json:"node"`
+	// Policy is empty for an operation a human created.
+	Policy string `json:"policy,omitempty"`
+	// Step is the ladder step, "quarantine" for a quarantine, or the
+	// operation's template for a manual operation.
+	Step    string                      `json:"step"`
+	Phase   v1alpha1.NodeOperationPhase `json:"phase"`
+	Created metav1.Time                 `json:"created"`
+	// Finished is the completion time of a finished operation.
+	Finished *metav1.Time `json:"finished,omitempty"`
+	Message  string       `json:"message,omitempty"`
+	DryRun   bool         `json:"dryRun,omitempty"`
+}
+
+// PolicyStatus is one RemediationPolicy as its status last recorded it.
+type PolicyStatus struct {
+	Name   string `json:"name"`
+	Paused bool   `json:"paused"`
+	DryRun bool   `json:"dryRun"`
+	// NotReady is the Ready condition's reason and message when it is not
+	// True (an invalid policy, a missing template); empty otherwise.
+	NotReady string `json:"notReady,omitempty"`
+	// Budget is maxConcurrent against status.activeOperations.
+	Budget Budget `json:"budget"`
+	// MatchedNodes, UnhealthyNodes and QuarantinedNodes are the status counts.
+	MatchedNodes     int32         `json:"matchedNodes"`
+	UnhealthyNodes   int32         `json:"unhealthyNodes"`
+	QuarantinedNodes int32         `json:"quarantinedNodes"`
+	Breaker          BreakerStatus `json:"breaker"`
+	Window           WindowStatus  `json:"window"`
+}
+
+// Budget is the policy's concurrency budget.
+type Budget struct {
+	// Active is status.activeOperations.
+	Active int32 `json:"active"`
+	// Limit is maxConcurrent as a count of status.matchedNodes (at least 1).
+	Limit int `json:"limit"`
+	// MaxConcurrent is spec.safety.maxConcurrent as written (defaulted).
+	MaxConcurrent string `json:"maxConcurrent"`
+}
+
+// Breaker states.
+const (
+	BreakerClosed = "Closed"
+	BreakerOpen   = "Open"
+	// BreakerUnknown: the status has no BreakerOpen condition yet, or it is
+	// Unknown (the remediator has not evaluated the policy).
+	BreakerUnknown = "Unknown"
+)
+
+// BreakerStatus is the policy's BreakerOpen condition.
+type BreakerStatus struct {
+	State   string       `json:"state"`
+	Reason  string       `json:"reason,omitempty"`
+	Message string       `json:"message,omitempty"`
+	Since   *metav1.Time `json:"since,omitempty"`
+}
+
+// WindowStatus is where the policy stands with its maintenance windows.
+type WindowStatus struct {
+	// Windows is the number of maintenance windows; 0 means any time.
+	Windows int `json:"windows"`
+	// Open: non-urgent operations may start now.
+	Open bool `json:"open"`
+	// Until is when the open window closes; NextOpen is when the next one
+	// opens, while none is open.
+	Until    *metav1.Time `json:"until,omitempty"`
+	NextOpen *metav1.Time `json:"nextOpen,omitempty"`
+	// Error is why the windows cannot be read: none opens.
+	Error string `json:"error,omitempty"`
+}
+
+// QuarantinedNode is a node with the quarantine taint.
+type QuarantinedNode struct {
+	Node string `json:"node"`
+	// Since is the taint's timeAdded, when set.
+	Since         *metav1.Time `json:"since,omitempty"`
+	Unschedulable bool         `json:"unschedulable"`
+	// Attempts are the NodeOperations on the node still kept, oldest first.
+	Attempts []OperationStatus `json:"attempts"`
+}
+
+// Notice states, from decide.Notice.
+const (
+	NoticeClaimed   = "Claimed"   // a janitor claimed the pod and is sending
+	NoticeNoticed   = "Noticed"   // the owner was told; the deadline runs
+	NoticeReclaimed = "Reclaimed" // the janitor acted (or, in dry run, would have)
+	NoticeInvalid   = "Invalid"   // the annotation does not parse
+)
+
+// ReclaimNotice is one pod with the janitor's notice.
+type ReclaimNotice struct {
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	// Owner is who was told (the notice's recipient), else whom the pod's
+	// kubemedic.io/owner names, else empty.
+	Owner    string       `json:"owner,omitempty"`
+	State    string       `json:"state"`
+	Rule     decide.Rule  `json:"rule,omitempty"`
+	Evidence string       `json:"evidence,omitempty"`
+	Deadline *metav1.Time `json:"deadline,omitempty"`
+	// SnoozeUntil is the owner's kubemedic.io/reclaim-snooze-until as asked
+	// (the janitor caps it at the policy's maxSnooze past the deadline).
+	SnoozeUntil *metav1.Time `json:"snoozeUntil,omitempty"`
+	DryRun      bool         `json:"dryRun,omitempty"`
+	// Problem is why the notice or the snooze cannot be read.
+	Problem string `json:"problem,omitempty"`
+}
+
+// statusInput is what status reads from the API server.
+type statusInput struct {
+	Server   string
+	Nodes    []corev1.Node
+	Ops      []v1alpha1.NodeOperation
+	Policies []v1alpha1.RemediationPolicy
+	// Pods are metadata only: the notice lives in an annotation.
+	Pods []metav1.PartialObjectMetadata
+}
+
+// phaseOrder is the lifecycle order of the active phases.
+var phaseOrder = []v1alpha1.NodeOperationPhase{v1alpha1.PhasePending, v1alpha1.PhaseWaitingForBudget,
+	v1alpha1.PhaseCordoning, v1alpha1.PhaseDraining, v1alpha1.PhaseRunning, v1alpha1.PhaseVerifying}
+
+// buildStatus describes the fleet at now from the objects read. It is pure
+// and does not change in.
+func buildStatus(in statusInput, now time.Time) Status {
+	st := Status{
+		Time: metav1.NewTime(now.UTC().Truncate(time.Second)), Server: in.Server,
+		Attention: []string{}, NodeConditions: []NodeConditionStatus{}, ActiveOperations: []PhaseGroup{},
+		Policies: []PolicyStatus{}, QuarantinedNodes: []QuarantinedNode{}, ReclaimNotices: []ReclaimNotice{},
+	}
+
+	nodes := slices.Clone(in.Nodes)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	ops := slices.Clone(in.Ops)
+	slices.SortStableFunc(ops, func(a, b v1alpha1.NodeOperation) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
+	})
+
+	types := make([]string, 0, len(v1alpha1.ConditionReasons))
+	for t := range v1alpha1.ConditionReasons {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for i := range nodes {
+		n := &nodes[i]
+		for _, typ := range types {
+			c := findNodeCondition(n, typ)
+			if c == nil || (c.Status != corev1.ConditionTrue && c.Status != corev1.ConditionUnknown) {
+				continue
+			}
+			st.NodeConditions = append(st.NodeConditions, NodeConditionStatus{Node: n.Name, Condition: typ, Status: c.Status,
+				Reason: v1alpha1.EffectiveReason(typ, c.Reason, c.Message), Since: c.LastTransitionTime, Message: c.Message})
+		}
+	}
+
+	byPhase := map[v1alpha1.NodeOperationPhase][]OperationStatus{}
+	for i := range ops {
+		if !ops[i].Status.Phase.Finished() {
+			o := operationStatus(&ops[i])
+			byPhase[o.Phase] = append(byPhase[o.Phase], o)
+		}
+	}
+	for _, ph := range phaseOrder {
+		if len(byPhase[ph]) > 0 {
+			st.ActiveOperations = append(st.ActiveOperations, PhaseGroup{Phase: ph, Operations: byPhase[ph]})
+		}
+		delete(byPhase, ph)
+	}
+	// Phases this CLI does not know (a newer remediator), by name.
+	for _, ph := range slices.Sorted(maps.Keys(byPhase)) {
+		st.ActiveOperations = append(st.ActiveOperations, PhaseGroup{Phase: ph, Operations: byPhase[ph]})
+	}
+
+	pols := slices.Clone(in.Policies)
+	sort.Slice(pols, func(i, j int) bool { return pols[i].Name < pols[j].Name })
+	for i := range pols {
+		ps := policyStatus(&pols[i], now)
+		if ps.Breaker.State == BreakerOpen {
+			st.Attention = append(st.Attention, fmt.Sprintf("policy %s: breaker open: %s", ps.Name, ps.Breaker.Message))
+		}
+		st.Policies = append(st.Policies, ps)
+	}
+
+	for i := range nodes {
+		n := &nodes[i]
+		if !plan.Quarantined(n) {
+			continue
+		}
+		q := QuarantinedNode{Node: n.Name, Unschedulable: n.Spec.Unschedulable, Attempts: []OperationStatus{}}
+		for _, t := range n.Spec.Taints {
+			if t.Key == v1alpha1.TaintQuarantined && t.TimeAdded != nil {
+				q.Since = t.TimeAdded
+				break
+			}
+		}
+		for j := range ops {
+			if ops[j].Spec.NodeName == n.Name {
+				q.Attempts = append(q.Attempts, operationStatus(&ops[j]))
+			}
+		}
+		st.QuarantinedNodes = append(st.QuarantinedNodes, q)
+		st.Attention = append(st.Attention, fmt.Sprintf("node %s: quarantined", n.Name))
+	}
+
+	for i := range in.Pods {
+		if rn, ok := reclaimNotice(&in.Pods[i]); ok {
+			st.ReclaimNotices = append(st.ReclaimNotices, rn)
+		}
+	}
+	sort.Slice(st.ReclaimNotices, func(i, j int) bool {
+		a, b := st.ReclaimNotices[i], st.ReclaimNotices[j]
+		return a.Namespace < b.Namespace || (a.Namespace == b.Namespace && a.Pod < b.Pod)
+	})
+	return st
+}
+
+func findNodeCondition(n *corev1.Node, typ string) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if string(n.Status.Conditions[i].Type) == typ {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func operationStatus(op *v1alpha1.NodeOperation) OperationStatus {
+	o := OperationStatus{Name: op.Name, Node: op.Spec.NodeName, Policy: op.Spec.Policy, Step: op.Spec.Step,
+		Phase: op.Status.Phase, Created: op.CreationTimestamp, Message: op.Status.Message, DryRun: op.Spec.DryRun}
+	switch {
+	case o.Step != "":
+	case op.Spec.Quarantine:
+		o.Step = "quarantine"
+	default:
+		o.Step = op.Spec.Operation
+	}
+	// An operation the remediator has not reconciled yet has no phase: it
+	// is at the start of the lifecycle.
+	if o.Phase == "" {
+		o.Phase = v1alpha1.PhasePending
+	}
+	if op.Status.Phase.Finished() {
+		o.Finished = op.Status.CompletionTime
+	}
+	return o
+}
+
+func policyStatus(p *v1alpha1.RemediationPolicy, now time.Time) PolicyStatus {
+	// The defaults the remediator applies (maxConcurrent, time zones).
+	obj := p.DeepCopy()
+	policies.SetDefaults(obj)
+	sf := obj.Spec.Safety
+	ps := PolicyStatus{Name: p.Name, Paused: p.Spec.Paused, DryRun: p.Spec.DryRun,
+		MatchedNodes: p.Status.MatchedNodes, UnhealthyNodes: p.Status.UnhealthyNodes, QuarantinedNodes: p.Status.QuarantinedNodes}
+
+	if c := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.PolicyReady); c != nil && c.Status != metav1.ConditionTrue {
+		ps.NotReady = c.Reason + ": " + c.Message
+	}
+
+	ps.Budget = Budget{Active: p.Status.ActiveOperations, Limit: 1, MaxConcurrent: sf.MaxConcurrent.String()}
+	// As the remediator's admission counts it: rounded down, at least 1.
+	if n, err := intstr.GetScaledValueFromIntOrPercent(sf.MaxConcurrent, int(p.Status.MatchedNodes), false); err == nil && n > 1 {
+		ps.Budget.Limit = n
+	}
+
+	ps.Breaker.State = BreakerUnknown
+	if c := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.PolicyBreakerOpen); c != nil {
+		switch c.Status {
+		case metav1.ConditionTrue:
+			ps.Breaker.State = BreakerOpen
+		case metav1.ConditionFalse:
+			ps.Breaker.State = BreakerClosed
+		}
+		since := c.LastTransitionTime
+		ps.Breaker.Reason, ps.Breaker.Message, ps.Breaker.Since = c.Reason, c.Message, &since
+	}
+
+	ps.Window.Windows = len(sf.MaintenanceWindows)
+	path := field.NewPath("spec", "safety", "maintenanceWindows")
+	var ws []policies.Window
+	var errs field.ErrorList
+	for i, mw := range sf.MaintenanceWindows {
+		w, e := policies.ParseWindow(mw, path.Index(i))
+		ws, errs = append(ws, w), append(errs, e...)
+	}
+	if len(errs) > 0 {
+		ps.Window.Error = errs.ToAggregate().Error()
+		return ps
+	}
+	open, next := plan.InWindow(ws, now)
+	ps.Window.Open = open
+	if !next.IsZero() {
+		t := metav1.NewTime(next.UTC())
+		if open {
+			ps.Window.Until = &t
+		} else {
+			ps.Window.NextOpen = &t
+		}
+	}
+	return ps
+}
+
+// reclaimNotice reads the janitor's notice on a pod; ok is false when the
+// pod has none.
+func reclaimNotice(pod *metav1.PartialObjectMetadata) (ReclaimNotice, bool) {
+	raw, found := pod.Annotations[v1alpha1.AnnotationReclaimNotice]
+	if !found {
+		return ReclaimNotice{}, false
+	}
+	rn := ReclaimNotice{Namespace: pod.Namespace, Pod: pod.Name}
+	if r, _, ok := notify.ResolveOwner(pod, nil, ""); ok {
+		rn.Owner = r.String()
+	}
+	n, err := decide.ParseNotice(raw)
+	switch {
+	case err != nil:
+		rn.State, rn.Problem = NoticeInvalid, err.Error()
+	case n == nil:
+		rn.State, rn.Problem = NoticeInvalid, fmt.Sprintf("annotation %s is empty", v1alpha1.AnnotationReclaimNotice)
+	default:
+		rn.Rule, rn.Evidence, rn.DryRun = n.Rule, n.Evidence, n.DryRun
+		if n.Recipient != "" {
+			rn.Owner = n.Recipient
+		}
+		switch {
+		case !n.ReclaimedAt.IsZero():
+			rn.State = NoticeReclaimed
+		case n.Noticed():
+			rn.State = NoticeNoticed
+		default:
+			rn.State = NoticeClaimed
+		}
+		if n.Noticed() {
+			d := metav1.NewTime(n.Deadline.UTC())
+			rn.Deadline = &d
+		}
+	}
+	if s, ok := pod.Annotations[v1alpha1.AnnotationReclaimSnoozeUntil]; ok {
+		if t, err := decide.ParseTime(s); err != nil {
+			rn.Problem = joinProblem(rn.Problem, fmt.Sprintf("annotation %s: %v", v1alpha1.AnnotationReclaimSnoozeUntil, err))
+		} else {
+			u := metav1.NewTime(t.UTC())
+			rn.SnoozeUntil = &u
+		}
+	}
+	return rn, true
+}
+
+func joinProblem(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}

@@ -1,0 +1,259 @@
+package cli
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/kubemedic/kubemedic/janitor/decide"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+)
+
+// statusNow is a Saturday, noon UTC.
+var statusNow = time.Date(2026, time.November, 21, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) metav1.Time { return metav1.NewTime(statusNow.Add(-d)) }
+
+func agoPtr(d time.Duration) *metav1.Time { t := ago(d); return &t }
+
+func node(name string, conds ...corev1.NodeCondition) corev1.Node {
+	return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: append([]corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: ago(48 * time.Hour)}}, conds...)}}
+}
+
+func cond(typ string, status corev1.ConditionStatus, reason, msg string, since time.Duration) corev1.NodeCondition {
+	return corev1.NodeCondition{Type: corev1.NodeConditionType(typ), Status: status, Reason: reason, Message: msg, LastTransitionTime: ago(since)}
+}
+
+func quarantined(n corev1.Node, since *metav1.Time) corev1.Node {
+	n.Spec.Unschedulable = true
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "other", Effect: corev1.TaintEffectNoSchedule},
+		corev1.Taint{Key: v1alpha1.TaintQuarantined, Effect: corev1.TaintEffectNoSchedule, TimeAdded: since})
+	return n
+}
+
+func op(name, node, policy, step string, phase v1alpha1.NodeOperationPhase, created time.Duration, msg string) v1alpha1.NodeOperation {
+	o := v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: ago(created)},
+		Spec:   v1alpha1.NodeOperationSpec{NodeName: node, Policy: policy, Step: step, StepAction: v1alpha1.StepAction{Operation: "reboot"}},
+		Status: v1alpha1.NodeOperationStatus{Phase: phase, Message: msg}}
+	if phase.Finished() {
+		o.Status.CompletionTime = agoPtr(created - time.Minute)
+	}
+	return o
+}
+
+func policy(name string, edit func(*v1alpha1.RemediationPolicy)) v1alpha1.RemediationPolicy {
+	p := v1alpha1.RemediationPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.RemediationPolicySpec{
+			Conditions: []v1alpha1.ConditionMatch{{Type: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue}},
+			Steps:      []v1alpha1.RemediationStep{{Name: "reboot", StepAction: v1alpha1.StepAction{Operation: "reboot"}}}},
+		Status: v1alpha1.RemediationPolicyStatus{MatchedNodes: 10, Conditions: []metav1.Condition{
+			{Type: v1alpha1.PolicyReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonEvaluated, LastTransitionTime: ago(time.Hour)},
+			{Type: v1alpha1.PolicyBreakerOpen, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonBreakerWithinLimit, Message: "0 unhealthy nodes, limit 2", LastTransitionTime: ago(time.Hour)},
+		}}}
+	if edit != nil {
+		edit(&p)
+	}
+	return p
+}
+
+func pod(ns, name string, annotations map[string]string) metav1.PartialObjectMetadata {
+	return metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations}}
+}
+
+// emptyStatus is the status of an empty cluster, which a case edits.
+func emptyStatus(edit func(*Status)) Status {
+	st := Status{Time: metav1.NewTime(statusNow), Server: "https://api.example:6443", Attention: []string{},
+		NodeConditions: []NodeConditionStatus{}, ActiveOperations: []PhaseGroup{}, Policies: []PolicyStatus{},
+		QuarantinedNodes: []QuarantinedNode{}, ReclaimNotices: []ReclaimNotice{}}
+	if edit != nil {
+		edit(&st)
+	}
+	return st
+}
+
+// closedBreaker is the breaker of policy() as read.
+func closedBreaker() BreakerStatus {
+	return BreakerStatus{State: BreakerClosed, Reason: v1alpha1.ReasonBreakerWithinLimit, Message: "0 unhealthy nodes, limit 2", Since: agoPtr(time.Hour)}
+}
+
+func TestBuildStatus(t *testing.T) {
+	const xidMsg = "XidRebootRequired: Xid 79 on 0000:3b:00.0: GPU has fallen off the bus"
+	deadline := statusNow.Add(30 * time.Minute)
+	notice := (&decide.Notice{Rule: decide.RuleIdle, Evidence: "0% GPU use over 4h", NoticedAt: statusNow.Add(-time.Hour),
+		Deadline: deadline, Sent: true, Recipient: "email alice@example.com"}).Encode()
+	claimed := (&decide.Notice{Rule: decide.RuleExpired, ClaimedAt: statusNow.Add(-time.Minute), Claimer: "janitor-0"}).Encode()
+	reclaimed := (&decide.Notice{Rule: decide.RuleMaxLifetime, Deadline: deadline.Add(-time.Hour), ReclaimedAt: statusNow, DryRun: true}).Encode()
+
+	cases := []struct {
+		desc string
+		in   statusInput
+		want Status
+	}{{
+		desc: "an empty cluster is OK and has empty lists, not null ones",
+		want: emptyStatus(nil),
+	}, {
+		desc: "detector conditions True or Unknown are listed by node then type, with the effective reason; False ones and the kubelet's are not",
+		in: statusInput{Nodes: []corev1.Node{
+			node("gpu-b", cond(v1alpha1.ConditionNFSMountUnhealthy, corev1.ConditionUnknown, "NoData", "probe timed out", 5*time.Minute),
+				cond(v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason, xidMsg, 2*time.Hour)),
+			node("gpu-a", cond(v1alpha1.ConditionGPULost, corev1.ConditionFalse, "GPUsOK", "8 of 8", time.Hour),
+				cond(string(corev1.NodeMemoryPressure), corev1.ConditionTrue, "KubeletHasMemoryPressure", "", time.Hour),
+				cond(v1alpha1.ConditionNetworkInterfaceDown, corev1.ConditionTrue, v1alpha1.ReasonLinkDown, "ib0 has no carrier", time.Minute)),
+			node("gpu-c"),
+		}},
+		want: emptyStatus(func(s *Status) {
+			s.NodeConditions = []NodeConditionStatus{
+				{Node: "gpu-a", Condition: v1alpha1.ConditionNetworkInterfaceDown, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonLinkDown, Since: ago(time.Minute), Message: "ib0 has no carrier"},
+				{Node: "gpu-b", Condition: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonXidRebootRequired, Since: ago(2 * time.Hour), Message: xidMsg},
+				{Node: "gpu-b", Condition: v1alpha1.ConditionNFSMountUnhealthy, Status: corev1.ConditionUnknown, Reason: "NoData", Since: ago(5 * time.Minute), Message: "probe timed out"},
+			}
+		}),
+	}, {
+		desc: "active operations are grouped by phase in lifecycle order, oldest first; finished ones are left out; no phase is Pending",
+		in: statusInput{Ops: []v1alpha1.NodeOperation{
+			op("xid.gpu-a-1", "gpu-a", "xid", "reboot", v1alpha1.PhaseRunning, 3*time.Minute, "pod reboot-x running"),
+			op("xid.gpu-b-0", "gpu-b", "xid", "reset", v1alpha1.PhaseWaitingForBudget, 10*time.Minute, "maxConcurrent: 2 of 2"),
+			op("xid.gpu-c-0", "gpu-c", "xid", "reset", v1alpha1.PhaseRunning, 20*time.Minute, ""),
+			op("xid.gpu-d-0", "gpu-d", "xid", "reset", v1alpha1.PhaseSucceeded, 30*time.Minute, "verified"),
+			op("xid.gpu-e-0", "gpu-e", "xid", "reset", v1alpha1.PhaseFailed, 30*time.Minute, "pod failed"),
+			op("xid.gpu-f-0", "gpu-f", "xid", "reset", v1alpha1.PhaseSkipped, 30*time.Minute, "dry run"),
+			op("manual", "gpu-g", "", "", "", time.Second, ""),
+		}},
+		want: emptyStatus(func(s *Status) {
+			s.ActiveOperations = []PhaseGroup{
+				{Phase: v1alpha1.PhasePending, Operations: []OperationStatus{
+					{Name: "manual", Node: "gpu-g", Step: "reboot", Phase: v1alpha1.PhasePending, Created: ago(time.Second)}}},
+				{Phase: v1alpha1.PhaseWaitingForBudget, Operations: []OperationStatus{
+					{Name: "xid.gpu-b-0", Node: "gpu-b", Policy: "xid", Step: "reset", Phase: v1alpha1.PhaseWaitingForBudget, Created: ago(10 * time.Minute), Message: "maxConcurrent: 2 of 2"}}},
+				{Phase: v1alpha1.PhaseRunning, Operations: []OperationStatus{
+					{Name: "xid.gpu-c-0", Node: "gpu-c", Policy: "xid", Step: "reset", Phase: v1alpha1.PhaseRunning, Created: ago(20 * time.Minute)},
+					{Name: "xid.gpu-a-1", Node: "gpu-a", Policy: "xid", Step: "reboot", Phase: v1alpha1.PhaseRunning, Created: ago(3 * time.Minute), Message: "pod reboot-x running"}}},
+			}
+		}),
+	}, {
+		desc: "an open breaker calls for attention; budgets scale maxConcurrent by the matched nodes; paused and dry run are shown",
+		in: statusInput{Policies: []v1alpha1.RemediationPolicy{
+			policy("zz-open", func(p *v1alpha1.RemediationPolicy) {
+				p.Spec.Safety.MaxConcurrent = ptrIntStr(intstr.FromString("30%"))
+				p.Status.ActiveOperations = 2
+				p.Status.UnhealthyNodes, p.Status.QuarantinedNodes = 4, 1
+				p.Status.Conditions[1] = metav1.Condition{Type: v1alpha1.PolicyBreakerOpen, Status: metav1.ConditionTrue,
+					Reason: v1alpha1.ReasonBreakerTripped, Message: "4 unhealthy nodes, limit 2", LastTransitionTime: ago(12 * time.Minute)}
+			}),
+			policy("aa-paused", func(p *v1alpha1.RemediationPolicy) {
+				p.Spec.Paused, p.Spec.DryRun = true, true
+				p.Status.MatchedNodes = 0
+			}),
+		}},
+		want: emptyStatus(func(s *Status) {
+			s.Attention = []string{"policy zz-open: breaker open: 4 unhealthy nodes, limit 2"}
+			s.Policies = []PolicyStatus{
+				{Name: "aa-paused", Paused: true, DryRun: true, Budget: Budget{Limit: 1, MaxConcurrent: "1"},
+					Breaker: closedBreaker(), Window: WindowStatus{Open: true}},
+				{Name: "zz-open", Budget: Budget{Active: 2, Limit: 3, MaxConcurrent: "30%"}, MatchedNodes: 10, UnhealthyNodes: 4, QuarantinedNodes: 1,
+					Breaker: BreakerStatus{State: BreakerOpen, Reason: v1alpha1.ReasonBreakerTripped, Message: "4 unhealthy nodes, limit 2", Since: agoPtr(12 * time.Minute)},
+					Window:  WindowStatus{Open: true}},
+			}
+		}),
+	}, {
+		desc: "maintenance windows: open until it closes, closed until the next opens, unreadable; no breaker condition is Unknown; not ready says why",
+		in: statusInput{Policies: []v1alpha1.RemediationPolicy{
+			policy("in-window", func(p *v1alpha1.RemediationPolicy) {
+				p.Spec.Safety.MaintenanceWindows = []v1alpha1.MaintenanceWindow{{Start: "10:00", End: "14:00"}, {Days: []v1alpha1.Weekday{"Mon"}, Start: "00:00", End: "24:00"}}
+			}),
+			policy("night", func(p *v1alpha1.RemediationPolicy) {
+				p.Spec.Safety.MaintenanceWindows = []v1alpha1.MaintenanceWindow{{Start: "22:00", End: "04:00", CrossesMidnight: true, TimeZone: "Europe/Berlin"}}
+			}),
+			policy("bad-zone", func(p *v1alpha1.RemediationPolicy) {
+				p.Spec.Safety.MaintenanceWindows = []v1alpha1.MaintenanceWindow{{Start: "22:00", End: "23:00", TimeZone: "Mars/Olympus"}}
+				p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.PolicyReady, Status: metav1.ConditionFalse, Reason: "TemplateNotFound", Message: "NodeOperationTemplate reboot does not exist"}}
+			}),
+		}},
+		want: emptyStatus(func(s *Status) {
+			s.Policies = []PolicyStatus{
+				{Name: "bad-zone", NotReady: "TemplateNotFound: NodeOperationTemplate reboot does not exist", Budget: Budget{Limit: 1, MaxConcurrent: "1"},
+					MatchedNodes: 10, Breaker: BreakerStatus{State: BreakerUnknown},
+					Window: WindowStatus{Windows: 1, Error: `spec.safety.maintenanceWindows[0].timeZone: Invalid value: "Mars/Olympus": not an IANA time zone name such as UTC, Europe/Berlin or America/New_York`}},
+				{Name: "in-window", Budget: Budget{Limit: 1, MaxConcurrent: "1"}, MatchedNodes: 10, Breaker: closedBreaker(),
+					Window: WindowStatus{Windows: 2, Open: true, Until: ptrTime(statusNow.Add(2 * time.Hour))}},
+				// 22:00 in Berlin (UTC+1 in November) is 21:00 UTC.
+				{Name: "night", Budget: Budget{Limit: 1, MaxConcurrent: "1"}, MatchedNodes: 10, Breaker: closedBreaker(),
+					Window: WindowStatus{Windows: 1, NextOpen: ptrTime(time.Date(2026, time.November, 21, 21, 0, 0, 0, time.UTC))}},
+			}
+		}),
+	}, {
+		desc: "a quarantined node calls for attention and lists every operation on it, oldest first",
+		in: statusInput{
+			Nodes: []corev1.Node{quarantined(node("gpu-q"), agoPtr(time.Hour)), node("gpu-ok")},
+			Ops: []v1alpha1.NodeOperation{
+				op("xid.gpu-q-2", "gpu-q", "xid", "quarantine", v1alpha1.PhaseSucceeded, 70*time.Minute, "quarantined"),
+				op("xid.gpu-ok-0", "gpu-ok", "xid", "reset", v1alpha1.PhaseSucceeded, 5*time.Hour, ""),
+				op("xid.gpu-q-0", "gpu-q", "xid", "reset", v1alpha1.PhaseFailed, 3*time.Hour, "pod failed: exit 1"),
+				op("xid.gpu-q-1", "gpu-q", "xid", "reboot", v1alpha1.PhaseFailed, 2*time.Hour, "condition did not clear within 10m"),
+			},
+		},
+		want: emptyStatus(func(s *Status) {
+			s.Attention = []string{"node gpu-q: quarantined"}
+			s.QuarantinedNodes = []QuarantinedNode{{Node: "gpu-q", Since: agoPtr(time.Hour), Unschedulable: true, Attempts: []OperationStatus{
+				{Name: "xid.gpu-q-0", Node: "gpu-q", Policy: "xid", Step: "reset", Phase: v1alpha1.PhaseFailed, Created: ago(3 * time.Hour), Finished: agoPtr(3*time.Hour - time.Minute), Message: "pod failed: exit 1"},
+				{Name: "xid.gpu-q-1", Node: "gpu-q", Policy: "xid", Step: "reboot", Phase: v1alpha1.PhaseFailed, Created: ago(2 * time.Hour), Finished: agoPtr(2*time.Hour - time.Minute), Message: "condition did not clear within 10m"},
+				{Name: "xid.gpu-q-2", Node: "gpu-q", Policy: "xid", Step: "quarantine", Phase: v1alpha1.PhaseSucceeded, Created: ago(70 * time.Minute), Finished: agoPtr(69 * time.Minute), Message: "quarantined"},
+			}}}
+		}),
+	}, {
+		desc: "reclaim notices: noticed with deadline and snooze, claimed, reclaimed in dry run, unreadable; pods without one are left out",
+		in: statusInput{Pods: []metav1.PartialObjectMetadata{
+			pod("team-b", "train-0", map[string]string{v1alpha1.AnnotationReclaimNotice: notice, v1alpha1.AnnotationReclaimSnoozeUntil: "2026-11-23"}),
+			pod("team-a", "notebook", map[string]string{v1alpha1.AnnotationReclaimNotice: claimed, "kubemedic.io/owner": "bob@example.com"}),
+			pod("team-a", "old", map[string]string{v1alpha1.AnnotationReclaimNotice: reclaimed}),
+			pod("team-a", "broken", map[string]string{v1alpha1.AnnotationReclaimNotice: "{not json", v1alpha1.AnnotationReclaimSnoozeUntil: "soon"}),
+			pod("team-a", "quiet", map[string]string{"other": "x"}),
+		}},
+		want: emptyStatus(func(s *Status) {
+			s.ReclaimNotices = []ReclaimNotice{
+				{Namespace: "team-a", Pod: "broken", State: NoticeInvalid,
+					Problem: "annotation kubemedic.io/reclaim-notice: invalid character 'n' looking for beginning of object key string; " +
+						`annotation kubemedic.io/reclaim-snooze-until: "soon" is not a time like 2026-12-01T18:00:00Z, 2026-12-01T18:00 or 2026-12-01`},
+				{Namespace: "team-a", Pod: "notebook", Owner: "email bob@example.com (from pod annotation kubemedic.io/owner)", State: NoticeClaimed, Rule: decide.RuleExpired},
+				{Namespace: "team-a", Pod: "old", State: NoticeReclaimed, Rule: decide.RuleMaxLifetime, Deadline: ptrTime(deadline.Add(-time.Hour)), DryRun: true},
+				{Namespace: "team-b", Pod: "train-0", Owner: "email alice@example.com", State: NoticeNoticed, Rule: decide.RuleIdle, Evidence: "0% GPU use over 4h",
+					Deadline: ptrTime(deadline), SnoozeUntil: ptrTime(time.Date(2026, time.November, 23, 0, 0, 0, 0, time.UTC))},
+			}
+		}),
+	}}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			tc.in.Server = "https://api.example:6443"
+			before := deepCopyInput(tc.in)
+			got := buildStatus(tc.in, statusNow)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, before, tc.in, "buildStatus changed its input")
+		})
+	}
+}
+
+func ptrIntStr(v intstr.IntOrString) *intstr.IntOrString { return &v }
+
+func ptrTime(t time.Time) *metav1.Time { m := metav1.NewTime(t); return &m }
+
+func deepCopyInput(in statusInput) statusInput {
+	out := statusInput{Server: in.Server}
+	for i := range in.Nodes {
+		out.Nodes = append(out.Nodes, *in.Nodes[i].DeepCopy())
+	}
+	for i := range in.Ops {
+		out.Ops = append(out.Ops, *in.Ops[i].DeepCopy())
+	}
+	for i := range in.Policies {
+		out.Policies = append(out.Policies, *in.Policies[i].DeepCopy())
+	}
+	for i := range in.Pods {
+		out.Pods = append(out.Pods, *in.Pods[i].DeepCopy())
+	}
+	return out
+}

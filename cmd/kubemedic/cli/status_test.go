@@ -1,0 +1,432 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	testingclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/janitor/decide"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/test/harness"
+)
+
+// fleetStatus is a status with something in every section.
+func fleetStatus() Status {
+	long := strings.Repeat("very long message ", 10)
+	return emptyStatus(func(s *Status) {
+		s.Attention = []string{"policy xid: breaker open: 4 unhealthy nodes, limit 2", "node gpu-q: quarantined"}
+		s.NodeConditions = []NodeConditionStatus{{Node: "gpu-a", Condition: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue,
+			Reason: v1alpha1.ReasonXidRebootRequired, Since: ago(2 * time.Hour), Message: long}}
+		s.ActiveOperations = []PhaseGroup{{Phase: v1alpha1.PhaseRunning, Operations: []OperationStatus{
+			{Name: "xid.gpu-a-0", Node: "gpu-a", Policy: "xid", Step: "reboot", Phase: v1alpha1.PhaseRunning, Created: ago(3 * time.Minute), Message: "pod running"},
+			{Name: "by-hand", Node: "gpu-b", Step: "reboot", Phase: v1alpha1.PhaseRunning, Created: ago(time.Minute)}}}}
+		s.Policies = []PolicyStatus{
+			{Name: "xid", Budget: Budget{Active: 2, Limit: 3, MaxConcurrent: "30%"},
+				Breaker: BreakerStatus{State: BreakerOpen, Reason: v1alpha1.ReasonBreakerTripped, Message: "4 unhealthy nodes, limit 2", Since: agoPtr(12 * time.Minute)},
+				Window:  WindowStatus{Windows: 1, NextOpen: ptrTime(statusNow.Add(9 * time.Hour))}},
+			{Name: "nfs", Paused: true, DryRun: true, Budget: Budget{Limit: 1, MaxConcurrent: "1"}, Breaker: BreakerStatus{State: BreakerClosed},
+				Window: WindowStatus{Open: true}},
+		}
+		s.QuarantinedNodes = []QuarantinedNode{{Node: "gpu-q", Since: agoPtr(time.Hour), Unschedulable: true, Attempts: []OperationStatus{
+			{Name: "xid.gpu-q-0", Policy: "xid", Step: "reset", Phase: v1alpha1.PhaseFailed, Finished: agoPtr(2 * time.Hour), Message: "pod failed"}}}}
+		s.ReclaimNotices = []ReclaimNotice{{Namespace: "team-a", Pod: "nb-0", Owner: "email alice@example.com", State: NoticeNoticed,
+			Rule: decide.RuleIdle, Evidence: "0% GPU use over 4h", Deadline: ptrTime(statusNow.Add(30 * time.Minute)), SnoozeUntil: ptrTime(statusNow.Add(48 * time.Hour))}}
+	})
+}
+
+func TestPrintStatus(t *testing.T) {
+	var b bytes.Buffer
+	printStatus(&b, fleetStatus())
+	out := b.String()
+	t.Log("\n" + out)
+	for _, want := range []string{
+		"kubemedic status of https://api.example:6443 at 2026-11-21T12:00:00Z\n",
+		"ATTENTION (2):\n  policy xid: breaker open: 4 unhealthy nodes, limit 2\n  node gpu-q: quarantined\n",
+		"\nNode conditions not OK (1)\n",
+		"  gpu-a  GPUXidError  True    XidRebootRequired  120m  very long message very long message very long message ver...\n",
+		"\nActive operations (2)\n  Running (2)\n",
+		"    xid.gpu-a-0  gpu-a  xid/reboot     3m   pod running\n",
+		"    by-hand      gpu-b  manual/reboot  60s  -\n",
+		"  xid   2/3 (maxConcurrent 30%)  OPEN 12m  closed, opens 2026-11-21T21:00:00Z (in 9h)  no      no       TooManyUnhealthy: 4 unhealthy nodes, limit 2\n",
+		"  nfs   0/1 (maxConcurrent 1)    Closed    any time                                    yes     yes      -\n",
+		"\nQuarantined nodes (1)\n  gpu-q since 2026-11-21T11:00:00Z (60m), cordoned, 1 operations kept\n",
+		"    xid.gpu-q-0  xid/reset    Failed  2026-11-21T10:00:00Z  pod failed\n",
+		"  team-a/nb-0  email alice@example.com  Noticed  Idle  2026-11-21T12:30:00Z (in 30m)  2026-11-23T12:00:00Z (in 2d)  0% GPU use over 4h\n",
+	} {
+		require.Contains(t, out, want)
+	}
+
+	b.Reset()
+	printStatus(&b, emptyStatus(nil))
+	require.Equal(t, `kubemedic status of https://api.example:6443 at 2026-11-21T12:00:00Z
+OK: no breaker open, no node quarantined
+
+Node conditions not OK (0)
+  (none)
+
+Active operations (0)
+  (none)
+
+Remediation policies (0)
+  (none)
+
+Quarantined nodes (0)
+  (none)
+
+Reclaim notices (0)
+  (none)
+`, b.String())
+}
+
+// TestStatusOutputFormats pins the field names of -o json (scripts read
+// them) and checks that -o yaml says the same.
+func TestStatusOutputFormats(t *testing.T) {
+	st := fleetStatus()
+	read := func(context.Context) (statusInput, error) { return statusInput{}, nil }
+	var doc map[string]any
+	for _, output := range []string{"json", "yaml"} {
+		var out bytes.Buffer
+		code, err := showStatus(context.Background(), read, fixedClock(statusNow), output, &out)
+		require.NoError(t, err)
+		require.Equal(t, ExitOK, code)
+		var got map[string]any
+		require.NoError(t, yaml.Unmarshal(out.Bytes(), &got), output)
+		require.Equal(t, []string{"activeOperations", "attention", "nodeConditions", "policies", "quarantinedNodes", "reclaimNotices", "server", "time"},
+			slices.Sorted(maps.Keys(got)), output)
+		require.Equal(t, []any{}, got["policies"], "%s: an empty list is [], not null", output)
+	}
+
+	b, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &doc))
+	pol := doc["policies"].([]any)[0].(map[string]any)
+	require.Equal(t, map[string]any{"active": 2.0, "limit": 3.0, "maxConcurrent": "30%"}, pol["budget"])
+	require.Equal(t, map[string]any{"state": "Open", "reason": "TooManyUnhealthy", "message": "4 unhealthy nodes, limit 2", "since": "2026-11-21T11:48:00Z"}, pol["breaker"])
+	require.Equal(t, map[string]any{"windows": 1.0, "open": false, "nextOpen": "2026-11-21T21:00:00Z"}, pol["window"])
+	notice := doc["reclaimNotices"].([]any)[0].(map[string]any)
+	require.Equal(t, "2026-11-21T12:30:00Z", notice["deadline"])
+	require.Equal(t, "2026-11-23T12:00:00Z", notice["snoozeUntil"])
+	require.Equal(t, "email alice@example.com", notice["owner"])
+	q := doc["quarantinedNodes"].([]any)[0].(map[string]any)
+	require.Equal(t, "2026-11-21T10:00:00Z", q["attempts"].([]any)[0].(map[string]any)["finished"])
+}
+
+// requireSameJSON compares as -o json writes: times read back from JSON
+// are in time.Local.
+func requireSameJSON(t *testing.T, want, got any) {
+	t.Helper()
+	w, err := json.Marshal(want)
+	require.NoError(t, err)
+	g, err := json.Marshal(got)
+	require.NoError(t, err)
+	require.JSONEq(t, string(w), string(g))
+}
+
+func TestRunStatusExitCodes(t *testing.T) {
+	quarantinedNode := quarantined(node("gpu-q"), nil)
+	cases := []struct {
+		desc       string
+		in         statusInput
+		err        error
+		output     string
+		code       int
+		stdout     string
+		stderrWant string
+	}{
+		{desc: "a healthy fleet exits 0", in: statusInput{Nodes: []corev1.Node{node("gpu-a")}}, code: ExitOK, stdout: "OK: no breaker open"},
+		{desc: "a quarantined node exits 1", in: statusInput{Nodes: []corev1.Node{quarantinedNode}}, code: ExitInvalid, stdout: "ATTENTION (1):\n  node gpu-q: quarantined"},
+		{desc: "an open breaker exits 1, also with -o json", output: "json", code: ExitInvalid, stdout: `"policy xid: breaker open: 3 unhealthy nodes, limit 1"`,
+			in: statusInput{Policies: []v1alpha1.RemediationPolicy{policy("xid", func(p *v1alpha1.RemediationPolicy) {
+				p.Status.Conditions[1].Status, p.Status.Conditions[1].Message = metav1.ConditionTrue, "3 unhealthy nodes, limit 1"
+			})}}},
+		{desc: "a failed request exits 1 and is named", err: errors.New("https://x:6443: list nodeoperations.kubemedic.io: forbidden"), code: ExitInvalid,
+			stderrWant: "kubemedic status: https://x:6443: list nodeoperations.kubemedic.io: forbidden\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			read := func(context.Context) (statusInput, error) { return tc.in, tc.err }
+			var out, errOut bytes.Buffer
+			code := runStatus(context.Background(), read, fixedClock(statusNow), nil, statusOptions{Output: tc.output, Interval: time.Second}, &out, &errOut)
+			require.Equal(t, tc.code, code)
+			require.Contains(t, out.String(), tc.stdout)
+			require.Equal(t, tc.stderrWant, errOut.String())
+		})
+	}
+}
+
+// TestStatusWatch steps a fake clock: each tick reads and shows the status
+// again, a failed read is reported and the watch goes on, and it ends (exit
+// 0) when its context does. A buffer is no terminal: nothing clears it.
+func TestStatusWatch(t *testing.T) {
+	clk := testingclock.NewFakeClock(statusNow)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reads := make(chan int, 10)
+	var mu sync.Mutex
+	n := 0
+	read := func(context.Context) (statusInput, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		reads <- n
+		if n == 2 {
+			return statusInput{}, errors.New("list nodes: connection refused")
+		}
+		return statusInput{Server: fmt.Sprintf("read-%d", n)}, nil
+	}
+	var out, errOut syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- runStatus(ctx, read, clk, clk, statusOptions{Watch: true, Interval: 2 * time.Second}, &out, &errOut)
+	}()
+	next := func(what string, ch chan int) int {
+		t.Helper()
+		select {
+		case v := <-ch:
+			return v
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the watch did not %s within 10s", what)
+			return 0
+		}
+	}
+	require.Equal(t, 1, next("read", reads))
+	for want := 2; want <= 3; want++ {
+		require.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond, "the watch waits on its ticker")
+		clk.Step(2 * time.Second)
+		require.Equal(t, want, next("read again on a tick", reads))
+	}
+	cancel()
+	require.Equal(t, ExitOK, next("end with its context", done))
+	require.Equal(t, 2, strings.Count(out.String(), "kubemedic status of read-"))
+	require.Contains(t, out.String(), "kubemedic status of read-3 at")
+	require.Equal(t, "kubemedic status: list nodes: connection refused (retrying every 2s)\n", errOut.String())
+	require.NotContains(t, out.String(), "\x1b[", "cleared a screen that is not a terminal")
+
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	require.NoError(t, err)
+	defer f.Close()
+	require.False(t, isTerminal(f), "a regular file")
+	require.False(t, isTerminal(&out), "a buffer")
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestStatusUsage(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-kubeconfig")
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"status", "-o", "xml"}, ExitUsage, `kubemedic: -o: "xml" is not json or yaml`},
+		{[]string{"status", "--interval", "0s"}, ExitUsage, "kubemedic: --interval: 0s is not a positive duration"},
+		{[]string{"status", "--watch", "--now", "2026-11-21T12:00:00Z"}, ExitUsage, "kubemedic: --now and --watch exclude each other"},
+		{[]string{"status", "--now", "noon"}, ExitUsage, `kubemedic: --now: "noon" is not an RFC 3339 time`},
+		{[]string{"status", "nodes"}, ExitUsage, `kubemedic: unknown command "nodes" for "kubemedic status"`},
+		{[]string{"status", "--kubeconfig", missing}, ExitInvalid, "kubemedic status: load kubeconfig: "},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := simRun(tc.args...)
+			require.Equal(t, tc.code, code, errOut)
+			require.Empty(t, out)
+			require.Contains(t, errOut, tc.stderr)
+		})
+	}
+}
+
+// TestReadStatus reads through a client: pods come as metadata, and a
+// failed list names its request and the server.
+func TestReadStatus(t *testing.T) {
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	require.NoError(t, v1alpha1.AddToScheme(scheme))
+	objs := []client.Object{
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-a"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nb-0", Annotations: map[string]string{v1alpha1.AnnotationReclaimNotice: "{}"}}},
+		&v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "op"}, Spec: v1alpha1.NodeOperationSpec{NodeName: "gpu-a"}},
+		&v1alpha1.RemediationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "xid"}},
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	in, err := readStatus(context.Background(), c, "https://x:6443")
+	require.NoError(t, err)
+	require.Equal(t, "https://x:6443", in.Server)
+	require.Len(t, in.Nodes, 1)
+	require.Len(t, in.Ops, 1)
+	require.Len(t, in.Policies, 1)
+	require.Len(t, in.Pods, 1)
+	require.Equal(t, "{}", in.Pods[0].Annotations[v1alpha1.AnnotationReclaimNotice])
+
+	for _, failing := range []client.ObjectList{&corev1.NodeList{}, &v1alpha1.NodeOperationList{}, &v1alpha1.RemediationPolicyList{}, &metav1.PartialObjectMetadataList{}} {
+		what := fmt.Sprintf("%T", failing)
+		c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				if fmt.Sprintf("%T", list) == what {
+					return errors.New("forbidden")
+				}
+				return c.List(ctx, list, opts...)
+			}}).Build()
+		_, err := readStatus(context.Background(), c, "https://x:6443")
+		want := map[string]string{"*v1.NodeList": "nodes", "*v1alpha1.NodeOperationList": "nodeoperations.kubemedic.io",
+			"*v1alpha1.RemediationPolicyList": "remediationpolicies.kubemedic.io", "*v1.PartialObjectMetadataList": "pods"}[what]
+		require.EqualError(t, err, "https://x:6443: list "+want+": forbidden", what)
+	}
+}
+
+// TestStatusOnAPIServer is the acceptance test: a real API server with a
+// node whose Xid condition NPD wrote, a quarantined node with its failed
+// attempts, a policy whose breaker is open, a running operation and a pod
+// with a reclaim notice. Status exits 1 and says why; once the breaker
+// closes and the quarantine is lifted it exits 0. It also runs as
+// `kubectl medic status` through a kubectl-medic link on the PATH.
+func TestStatusOnAPIServer(t *testing.T) {
+	env := harness.Start(t, localcluster.Options{})
+	ctx := context.Background()
+	c := env.Client
+
+	nodes, err := env.CreateGPUNodes(ctx, 3, localcluster.NodeSpec{})
+	require.NoError(t, err)
+	sick, quar, healthy := nodes[0].Name, nodes[1].Name, nodes[2].Name
+	since := time.Now().Add(-time.Hour).Truncate(time.Second).UTC()
+	require.NoError(t, env.SetNodeCondition(ctx, sick, corev1.NodeCondition{Type: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue,
+		Reason: v1alpha1.DetectReason, Message: xidMessage, LastTransitionTime: metav1.NewTime(since)}))
+	require.NoError(t, env.SetNodeCondition(ctx, healthy, corev1.NodeCondition{Type: v1alpha1.ConditionGPULost, Status: corev1.ConditionFalse,
+		Reason: "GPUsOK", Message: "8 of 8 GPUs"}))
+
+	n := &corev1.Node{}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: quar}, n))
+	n.Spec.Unschedulable = true
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintQuarantined, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &metav1.Time{Time: since}})
+	require.NoError(t, c.Update(ctx, n))
+
+	newOp := func(name, node, step string, phase v1alpha1.NodeOperationPhase, msg string) {
+		t.Helper()
+		o := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1alpha1.NodeOperationSpec{NodeName: node, Policy: "xid", Step: step, StepAction: v1alpha1.StepAction{Operation: "reboot"}}}
+		require.NoError(t, c.Create(ctx, o))
+		o.Status.Phase, o.Status.Message = phase, msg
+		if phase.Finished() {
+			o.Status.CompletionTime = &metav1.Time{Time: since}
+		}
+		require.NoError(t, c.Status().Update(ctx, o))
+	}
+	newOp("xid.quar-0", quar, "reset", v1alpha1.PhaseFailed, "pod failed: exit 1")
+	newOp("xid.quar-1", quar, "reboot", v1alpha1.PhaseFailed, "condition did not clear within 10m")
+	newOp("xid.sick-0", sick, "reset", v1alpha1.PhaseRunning, "pod xid.sick-0 running")
+
+	pol := policy("xid", nil)
+	pol.Status = v1alpha1.RemediationPolicyStatus{}
+	require.NoError(t, c.Create(ctx, &pol))
+	pol.Status = v1alpha1.RemediationPolicyStatus{MatchedNodes: 3, UnhealthyNodes: 2, ActiveOperations: 1, QuarantinedNodes: 1,
+		Conditions: []metav1.Condition{{Type: v1alpha1.PolicyBreakerOpen, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonBreakerTripped,
+			Message: "2 unhealthy nodes, limit 1", LastTransitionTime: metav1.NewTime(since)}}}
+	require.NoError(t, c.Status().Update(ctx, &pol))
+
+	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}))
+	deadline := since.Add(2 * time.Hour)
+	notice := &decide.Notice{Rule: decide.RuleIdle, Evidence: "0% GPU use over 4h", NoticedAt: since, Deadline: deadline, Sent: true, Recipient: "email alice@example.com"}
+	require.NoError(t, c.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nb-0", Annotations: map[string]string{v1alpha1.AnnotationReclaimNotice: notice.Encode()}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/nb:1"}}}}))
+
+	// The command as a script runs it.
+	code, out, errOut := simRun("status", "-o", "json", "--kubeconfig", env.Kubeconfig)
+	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Equal(t, ExitInvalid, code)
+	require.Empty(t, errOut)
+	var st Status
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Equal(t, []string{"policy xid: breaker open: 2 unhealthy nodes, limit 1", "node " + quar + ": quarantined"}, st.Attention)
+	requireSameJSON(t, []NodeConditionStatus{{Node: sick, Condition: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue,
+		Reason: v1alpha1.ReasonXidRebootRequired, Since: metav1.NewTime(since), Message: xidMessage}}, st.NodeConditions)
+	require.Len(t, st.ActiveOperations, 1)
+	require.Equal(t, v1alpha1.PhaseRunning, st.ActiveOperations[0].Phase)
+	require.Len(t, st.ActiveOperations[0].Operations, 1)
+	active := st.ActiveOperations[0].Operations[0]
+	require.Equal(t, []string{"xid.sick-0", sick, "xid", "reset", "pod xid.sick-0 running"}, []string{active.Name, active.Node, active.Policy, active.Step, active.Message})
+	require.Len(t, st.Policies, 1)
+	p := st.Policies[0]
+	require.Equal(t, BreakerOpen, p.Breaker.State)
+	require.Equal(t, Budget{Active: 1, Limit: 1, MaxConcurrent: "1"}, p.Budget)
+	require.Equal(t, WindowStatus{Open: true}, p.Window)
+	require.Len(t, st.QuarantinedNodes, 1)
+	q := st.QuarantinedNodes[0]
+	require.Equal(t, quar, q.Node)
+	require.True(t, q.Unschedulable)
+	requireSameJSON(t, metav1.NewTime(since), q.Since)
+	var attempts []string
+	for _, a := range q.Attempts {
+		attempts = append(attempts, fmt.Sprintf("%s %s %s %s", a.Name, a.Step, a.Phase, a.Message))
+		requireSameJSON(t, metav1.NewTime(since), a.Finished)
+	}
+	require.Equal(t, []string{"xid.quar-0 reset Failed pod failed: exit 1", "xid.quar-1 reboot Failed condition did not clear within 10m"}, attempts)
+	requireSameJSON(t, []ReclaimNotice{{Namespace: "team-a", Pod: "nb-0", Owner: "email alice@example.com", State: NoticeNoticed, Rule: decide.RuleIdle,
+		Evidence: "0% GPU use over 4h", Deadline: &metav1.Time{Time: deadline}}}, st.ReclaimNotices)
+
+	// As a kubectl plugin: kubectl finds kubectl-medic on the PATH and
+	// passes the exit status through.
+	kubectl := harness.Tool(t, "kubectl")
+	bin := harness.GoBuild(t, "./cmd/kubemedic")
+	pathDir := t.TempDir()
+	require.NoError(t, os.Symlink(bin, filepath.Join(pathDir, "kubectl-medic")))
+	cmd := exec.Command(kubectl, "medic", "status", "--kubeconfig", env.Kubeconfig)
+	cmd.Env = append(os.Environ(), "PATH="+pathDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var pout, perr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &pout, &perr
+	err = cmd.Run()
+	t.Logf("kubectl medic status:\n%s\nstderr:\n%s", pout.String(), perr.String())
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, ExitInvalid, ee.ExitCode())
+	require.Contains(t, pout.String(), "ATTENTION (2):")
+	require.Contains(t, pout.String(), "  team-a/nb-0  email alice@example.com  Noticed  Idle")
+
+	// Close the breaker and lift the quarantine: status exits 0.
+	pol.Status.Conditions[0].Status, pol.Status.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonBreakerWithinLimit
+	require.NoError(t, c.Status().Update(ctx, &pol))
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: quar}, n))
+	n.Spec.Taints = nil
+	require.NoError(t, c.Update(ctx, n))
+	code, out, errOut = simRun("status", "--kubeconfig", env.Kubeconfig)
+	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "OK: no breaker open, no node quarantined\n")
+	require.Contains(t, out, "\nQuarantined nodes (0)\n")
+}
