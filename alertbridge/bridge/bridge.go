@@ -32,6 +32,12 @@ type Options struct {
 	RefreshInterval time.Duration
 	// RollupDelay gathers roll-up changes into one GitHub edit. Default 2s.
 	RollupDelay time.Duration
+	// NodeOperations reads the nodes' operation history for the issues of
+	// groups whose alerts name a node; required when the config enables
+	// nodeHistory, unused otherwise. NodeHistoryTimeout bounds each read
+	// (default 5s): the issue is filed without waiting longer.
+	NodeOperations     NodeOperations
+	NodeHistoryTimeout time.Duration
 	// Registry receives the metrics; Gatherer serves them on /metrics.
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
@@ -44,6 +50,7 @@ type Bridge struct {
 	cfg     *config.Config
 	journal *journal.Journal
 	gh      ghclient.Client
+	nodeOps NodeOperations // nil: no node history
 	auth    *authenticator
 	opts    Options
 	clock   clock.WithTicker
@@ -82,6 +89,12 @@ func New(o Options) (*Bridge, error) {
 	if err := o.Auth.Validate(); err != nil {
 		return nil, err
 	}
+	if o.Config.NodeHistory.Enabled && o.NodeOperations == nil {
+		return nil, errors.New("bridge: nodeHistory is enabled but the bridge has no Kubernetes access to read NodeOperations")
+	}
+	if o.NodeHistoryTimeout <= 0 {
+		o.NodeHistoryTimeout = 5 * time.Second
+	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 1 << 20
 	}
@@ -109,6 +122,9 @@ func New(o Options) (*Bridge, error) {
 		clock: o.Clock, log: o.Log, queue: newKeyQueue(),
 		byKey: map[string]*tracked{}, created: map[string][]time.Time{}, rollups: map[string]*rollup{},
 		refreshedAt: map[string]time.Time{}, rollupKick: make(chan struct{}, 1),
+	}
+	if o.Config.NodeHistory.Enabled {
+		b.nodeOps = o.NodeOperations
 	}
 	b.metrics = newMetrics(o.Registry, func() float64 { return float64(b.journal.Len()) }, func() float64 {
 		t, ok := b.journal.Oldest()

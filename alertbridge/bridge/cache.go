@@ -9,6 +9,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/decide"
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
+	"github.com/kubemedic/kubemedic/alertbridge/render"
 )
 
 // tracked is what the bridge knows about one key's latest issue.
@@ -28,6 +29,10 @@ type tracked struct {
 	// inRollup: the key has no issue of its own; it is a member of its
 	// repository's roll-up issue.
 	inRollup bool
+	// history is the node history section of the issue's body (with its
+	// delimiters), carried over when the bridge rewrites the body; "" when
+	// the body has none.
+	history string
 }
 
 func (t *tracked) known() decide.Known {
@@ -67,6 +72,7 @@ func trackedFrom(is ghclient.Issue) (key string, t *tracked, ok bool, err error)
 	return key, &tracked{
 		repo: is.Repo, number: is.Number, nodeID: is.NodeID, open: is.State == ghclient.StateOpen, stateReason: is.StateReason,
 		createdAt: is.CreatedAt, closedAt: is.ClosedAt, updatedAt: is.UpdatedAt, labels: is.Labels, state: st,
+		history: render.HistoryOf(is.Body),
 	}, true, nil
 }
 

@@ -17,5 +17,7 @@
 // GitHub at start and refreshed from it, and the storm guard's count),
 // rollup.go (the storm guard's roll-up issues and their sync),
 // rollupstate.go (their local files and restoring them at start),
+// history.go (the nodes' operation history, read behind the one-method
+// NodeOperations with a bounded wait; a failed read never stops an issue),
 // metrics.go, and serve.go (Serve: the kubemedic-alertbridge process).
 package bridge

@@ -11,6 +11,8 @@ type metrics struct {
 	transitions *prometheus.CounterVec
 	storm       *prometheus.CounterVec
 	dropped     *prometheus.CounterVec
+	// historyReads counts reads of the nodes' operation history.
+	historyReads *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, depth, age func() float64) *metrics {
@@ -36,8 +38,14 @@ func newMetrics(reg prometheus.Registerer, depth, age func() float64) *metrics {
 			Name: "kubemedic_alertbridge_dropped_total",
 			Help: "Transitions given up, by reason (a permanent GitHub error such as github_404 or github_422, render, payload).",
 		}, []string{"reason"}),
+		historyReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_alertbridge_node_history_reads_total",
+			Help: "Reads of the NodeOperations of the nodes an alert group names, for its issue, by result: ok, or error (the issue says the history is unknown).",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(m.webhooks, m.latency, m.transitions, m.storm, m.dropped,
+	m.historyReads.WithLabelValues("ok")
+	m.historyReads.WithLabelValues("error")
+	reg.MustRegister(m.webhooks, m.latency, m.transitions, m.storm, m.dropped, m.historyReads,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "kubemedic_alertbridge_queue_depth",
 			Help: "Webhooks recorded in the journal and not yet applied to GitHub.",

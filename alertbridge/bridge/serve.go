@@ -15,6 +15,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/config"
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/journal"
+	"github.com/kubemedic/kubemedic/alertbridge/kube"
 )
 
 // ServeConfig is everything the kubemedic-alertbridge command line sets.
@@ -29,7 +30,10 @@ type ServeConfig struct {
 	DryRun       bool
 	// RefreshInterval is how often issues changed on GitHub are re-read.
 	RefreshInterval time.Duration
-	Log             *slog.Logger
+	// Kubeconfig is the kubeconfig file for reading NodeOperations when the
+	// config enables nodeHistory; "" uses the pod's service account.
+	Kubeconfig string
+	Log        *slog.Logger
 	// Ready, when set, receives the listener's address once it accepts.
 	Ready chan<- string
 }
@@ -75,8 +79,22 @@ func Serve(ctx context.Context, sc ServeConfig) error {
 		log.Warn("Dry run: GitHub writes are logged, not sent")
 		gh = ghclient.NewDryRun(log, gh)
 	}
+	var nodeOps NodeOperations
+	if cfg.NodeHistory.Enabled {
+		rc, err := kube.RESTConfig(sc.Kubeconfig)
+		if err != nil {
+			return fmt.Errorf("nodeHistory is enabled in %s: %w", cfg.Source, err)
+		}
+		if nodeOps, err = kube.New(rc); err != nil {
+			return fmt.Errorf("nodeHistory is enabled in %s: %w", cfg.Source, err)
+		}
+		log.Info("Listing the NodeOperations of the nodes alerts name in their issues", "host", rc.Host,
+			"maxOperations", cfg.NodeHistory.MaxOperations)
+	} else if sc.Kubeconfig != "" {
+		log.Warn("--kubeconfig is not used: nodeHistory is not enabled in the config", "config", cfg.Source)
+	}
 	b, err := New(Options{Config: cfg, Journal: j, GitHub: gh, Auth: sc.Auth, MaxBodyBytes: sc.MaxBodyBytes,
-		RefreshInterval: sc.RefreshInterval, Registry: reg, Gatherer: reg, Log: log})
+		RefreshInterval: sc.RefreshInterval, NodeOperations: nodeOps, Registry: reg, Gatherer: reg, Log: log})
 	if err != nil {
 		return err
 	}

@@ -73,13 +73,13 @@ func (b *Bridge) process(ctx context.Context, j job) error {
 			}
 			return err
 		}
-		err := b.create(ctx, log, j, e.ID, iss, ev, act)
+		err := b.create(ctx, log, j, e.ID, msg, iss, ev, act)
 		if err != nil {
 			b.unreserve(repo, now)
 		}
 		return b.outcome(act.Kind, err)
 	}
-	return b.outcome(act.Kind, b.update(ctx, log, j, e, cur, iss, ev, act))
+	return b.outcome(act.Kind, b.update(ctx, log, j, e, msg, cur, iss, ev, act))
 }
 
 // outcome counts an applied transition or a dropped one.
@@ -131,11 +131,15 @@ func alertName(labels, common map[string]string) string {
 	return strings.Join(parts, ",")
 }
 
-func (b *Bridge) create(ctx context.Context, log *slog.Logger, j job, id string, iss *render.Issue, ev decide.Event, act decide.Action) error {
+// create files the group's issue. Its body ends with the operation history
+// of the nodes the alerts name (when nodeHistory is on), which later
+// rewrites of the body carry over.
+func (b *Bridge) create(ctx context.Context, log *slog.Logger, j job, id string, msg *payload.Message, iss *render.Issue, ev decide.Event, act decide.Action) error {
 	body := iss.Body
 	if act.LinkTo > 0 {
 		body = render.LinkPrevious(body, act.LinkTo)
 	}
+	body = render.AttachHistory(body, b.nodeHistory(ctx, log, msg))
 	body, err := marker.Append(body, iss.KeyHash, marker.State{Firing: ev.Firing(), Applied: id})
 	if err != nil {
 		return err
@@ -155,11 +159,20 @@ func (b *Bridge) create(ctx context.Context, log *slog.Logger, j job, id string,
 	return nil
 }
 
-func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalEntry, cur *tracked, iss *render.Issue, ev decide.Event, act decide.Action) error {
+// update edits the issue and comments on it. The body keeps the node
+// history section it has; a reopen reads the history again, puts it in the
+// body and in the comment.
+func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalEntry, msg *payload.Message, cur *tracked, iss *render.Issue, ev decide.Event, act decide.Action) error {
 	st := cur.state
 	st.Firing, st.Applied = ev.Firing(), e.ID
 	if act.CommentDigest != "" {
 		st.LastComment = act.CommentDigest
+	}
+	history, fresh := cur.history, ""
+	if act.State == ghclient.StateOpen {
+		if fresh = b.nodeHistory(ctx, log, msg); fresh != "" {
+			history = fresh
+		}
 	}
 	comment := ""
 	if act.Comment != "" {
@@ -172,10 +185,14 @@ func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalE
 			}
 		}
 		if !posted {
-			comment = act.Comment + marker.Transition(e.ID)
+			comment = act.Comment
+			if fresh != "" {
+				comment += "\n\n" + fresh
+			}
+			comment += marker.Transition(e.ID)
 		}
 	}
-	body, err := marker.Append(iss.Body, iss.KeyHash, st)
+	body, err := marker.Append(render.AttachHistory(iss.Body, history), iss.KeyHash, st)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,14 @@ const (
 	DefaultReopenWindow  = 24 * time.Hour
 	DefaultMaxNewIssues  = 20
 	DefaultStormWindow   = 10 * time.Minute
+	// DefaultHistoryOperations is how many of a node's NodeOperations an
+	// issue lists by default.
+	DefaultHistoryOperations = 10
 )
+
+// MaxHistoryOperations bounds nodeHistory.maxOperations, so that the
+// history fits in an issue body beside the alert table.
+const MaxHistoryOperations = 50
 
 // MaxLabelLength is GitHub's limit on a label name, in characters.
 const MaxLabelLength = 50
@@ -82,6 +89,15 @@ type StormGuard struct {
 	Window       time.Duration
 }
 
+// NodeHistory makes the issue of a group whose alerts carry a node label
+// list that node's NodeOperations (the remediator's attempts), newest
+// MaxOperations of them, when the bridge files the issue or reopens it.
+// It needs read access to NodeOperations in the cluster.
+type NodeHistory struct {
+	Enabled       bool
+	MaxOperations int
+}
+
 // Templates are the issue templates of the file. A nil template, or no
 // label templates, means the renderer's default.
 type Templates struct {
@@ -108,6 +124,7 @@ type Config struct {
 	// issue rather than opening a new one; 0 never reopens.
 	ReopenWindow time.Duration
 	StormGuard   StormGuard
+	NodeHistory  NodeHistory
 	DryRun       bool
 	// Routes are tried in order; the first that matches wins.
 	Routes []Route
@@ -126,6 +143,7 @@ func Default(defaultRepo Repo) *Config {
 		AutoClose:     true,
 		ReopenWindow:  DefaultReopenWindow,
 		StormGuard:    StormGuard{MaxNewIssues: DefaultMaxNewIssues, Window: DefaultStormWindow},
+		NodeHistory:   NodeHistory{MaxOperations: DefaultHistoryOperations},
 	}
 }
 

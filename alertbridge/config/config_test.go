@@ -28,6 +28,7 @@ func TestParseDefaults(t *testing.T) {
 	require.False(t, cfg.DryRun)
 	require.Equal(t, 24*time.Hour, cfg.ReopenWindow)
 	require.Equal(t, config.StormGuard{MaxNewIssues: 20, Window: 10 * time.Minute}, cfg.StormGuard)
+	require.Equal(t, config.NodeHistory{Enabled: false, MaxOperations: 10}, cfg.NodeHistory, "off unless asked for: it needs Kubernetes access")
 	require.Nil(t, cfg.Templates.Title)
 	require.Nil(t, cfg.Templates.Labels)
 }
@@ -40,6 +41,9 @@ reopenWindow: 1d
 stormGuard:
   maxNewIssues: 0
   window: 90m
+nodeHistory:
+  enabled: true
+  maxOperations: 25
 dryRun: true
 routes:
   - matchers: ['team="storage"', 'severity=~"critical|page"']
@@ -72,6 +76,7 @@ func TestParseFull(t *testing.T) {
 	require.True(t, cfg.DryRun)
 	require.Equal(t, 24*time.Hour, cfg.ReopenWindow)
 	require.Equal(t, config.StormGuard{MaxNewIssues: 0, Window: 90 * time.Minute}, cfg.StormGuard)
+	require.Equal(t, config.NodeHistory{Enabled: true, MaxOperations: 25}, cfg.NodeHistory)
 	require.Len(t, cfg.Routes, 3)
 	require.Equal(t, "acme/storage-oncall", cfg.Routes[0].Repo.String())
 	require.Equal(t, []string{"storage", "nfs"}, cfg.Routes[0].Labels)
@@ -82,6 +87,12 @@ func TestParseFull(t *testing.T) {
 	require.Equal(t, "templates.body", cfg.Templates.Body.Field())
 	require.NotNil(t, cfg.Templates.DedupeKey)
 	require.Len(t, cfg.Templates.Labels, 1, "an empty label template is dropped")
+}
+
+func TestParseNodeHistoryEnabledKeepsTheDefaultMaximum(t *testing.T) {
+	cfg, err := config.Parse(src, []byte("defaultRepo: acme/gpu-oncall\nnodeHistory:\n  enabled: true\n"))
+	require.NoError(t, err)
+	require.Equal(t, config.NodeHistory{Enabled: true, MaxOperations: config.DefaultHistoryOperations}, cfg.NodeHistory)
 }
 
 func TestRouteFor(t *testing.T) {
@@ -195,7 +206,13 @@ func TestParseErrors(t *testing.T) {
 		{desc: "bad defaultRepo", yaml: "defaultRepo: acme\n", want: []string{`1: defaultRepo: "acme" is not "owner/name"`}},
 		{desc: "defaultRepo wrong type", yaml: "defaultRepo: [acme/x]\n", want: []string{`1: defaultRepo: must be a string, got a list`}},
 		{desc: "unknown field with suggestion", yaml: repo + "reopenWindw: 1h\n", want: []string{`2: reopenWindw: unknown field "reopenWindw" (did you mean "reopenWindow"?)`}},
-		{desc: "unknown field without suggestion", yaml: repo + "slack: '#oncall'\n", want: []string{`2: slack: unknown field "slack"; known fields: defaultRepo, identityLabel, ignoreLabel, autoClose, reopenWindow, stormGuard, dryRun, routes, assignees, templates`}},
+		{desc: "unknown field without suggestion", yaml: repo + "slack: '#oncall'\n", want: []string{`2: slack: unknown field "slack"; known fields: defaultRepo, identityLabel, ignoreLabel, autoClose, reopenWindow, stormGuard, nodeHistory, dryRun, routes, assignees, templates`}},
+		{desc: "nodeHistory not a mapping", yaml: repo + "nodeHistory: true\n", want: []string{`2: nodeHistory: must be a mapping with enabled and maxOperations, got the boolean true`}},
+		{desc: "nodeHistory enabled not a bool", yaml: repo + "nodeHistory:\n  enabled: yes\n", want: []string{`3: nodeHistory.enabled: must be true or false, got "yes"`}},
+		{desc: "nodeHistory maxOperations zero", yaml: repo + "nodeHistory:\n  maxOperations: 0\n", want: []string{`3: nodeHistory.maxOperations: 0 is not between 1 and 50`}},
+		{desc: "nodeHistory maxOperations too many", yaml: repo + "nodeHistory:\n  maxOperations: 500\n", want: []string{`3: nodeHistory.maxOperations: 500 is not between 1 and 50`}},
+		{desc: "nodeHistory maxOperations not a number", yaml: repo + "nodeHistory:\n  maxOperations: ten\n", want: []string{`3: nodeHistory.maxOperations: must be an integer, got "ten"`}},
+		{desc: "unknown nodeHistory field", yaml: repo + "nodeHistory:\n  maxOperation: 3\n", want: []string{`3: nodeHistory.maxOperation: unknown field "maxOperation" (did you mean "maxOperations"?)`}},
 		{desc: "duplicate key", yaml: repo + "dryRun: true\ndryRun: false\n", want: []string{`3: dryRun: duplicate field; first set on line 2`}},
 		{desc: "duplicate nested key", yaml: repo + "stormGuard:\n  window: 1m\n  window: 2m\n", want: []string{`4: stormGuard.window: duplicate field; first set on line 3`}},
 		{desc: "merge key", yaml: repo + "x: &x {window: 1m}\nstormGuard:\n  <<: *x\n", want: []string{`2: x: unknown field "x"; known fields: `, `4: stormGuard: merge keys (<<) are not supported`}},

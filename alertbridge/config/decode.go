@@ -35,11 +35,12 @@ func Parse(source string, data []byte) (*Config, error) {
 
 // fields are the known keys of each mapping.
 var (
-	topFields        = []string{"defaultRepo", "identityLabel", "ignoreLabel", "autoClose", "reopenWindow", "stormGuard", "dryRun", "routes", "assignees", "templates"}
-	stormGuardFields = []string{"maxNewIssues", "window"}
-	routeFields      = []string{"matchers", "repo", "labels"}
-	assigneeFields   = []string{"matchers", "users"}
-	templateFields   = []string{"dedupeKey", "title", "body", "labels"}
+	topFields         = []string{"defaultRepo", "identityLabel", "ignoreLabel", "autoClose", "reopenWindow", "stormGuard", "nodeHistory", "dryRun", "routes", "assignees", "templates"}
+	stormGuardFields  = []string{"maxNewIssues", "window"}
+	nodeHistoryFields = []string{"enabled", "maxOperations"}
+	routeFields       = []string{"matchers", "repo", "labels"}
+	assigneeFields    = []string{"matchers", "users"}
+	templateFields    = []string{"dedupeKey", "title", "body", "labels"}
 )
 
 // decoder reads the config's fields with strictyaml and checks what they
@@ -196,6 +197,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	if e, ok := f["stormGuard"]; ok {
 		d.stormGuard(e.Value, &cfg.StormGuard)
 	}
+	if e, ok := f["nodeHistory"]; ok {
+		d.nodeHistory(e.Value, &cfg.NodeHistory)
+	}
 	if e, ok := f["routes"]; ok {
 		cfg.Routes = d.routes(e.Value)
 	}
@@ -229,6 +233,26 @@ func (d *decoder) stormGuard(n *yaml.Node, sg *StormGuard) {
 				d.errorf(e.Value.Line, "stormGuard.window", "must be longer than 0s (set maxNewIssues: 0 to disable the guard)")
 			} else {
 				sg.Window = w
+			}
+		}
+	}
+}
+
+func (d *decoder) nodeHistory(n *yaml.Node, nh *NodeHistory) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n.Line, "nodeHistory", "must be a mapping with enabled and maxOperations, got %s", strictyaml.Describe(n))
+		return
+	}
+	f := d.Fields(n, "nodeHistory", nodeHistoryFields)
+	if e, ok := f["enabled"]; ok {
+		nh.Enabled, _ = d.Bool(e.Value, "nodeHistory.enabled")
+	}
+	if e, ok := f["maxOperations"]; ok {
+		if i, ok := d.Int(e.Value, "nodeHistory.maxOperations"); ok {
+			if i < 1 || i > MaxHistoryOperations {
+				d.errorf(e.Value.Line, "nodeHistory.maxOperations", "%d is not between 1 and %d", i, MaxHistoryOperations)
+			} else {
+				nh.MaxOperations = i
 			}
 		}
 	}

@@ -20,6 +20,9 @@
 //	stormGuard:
 //	  maxNewIssues: 20               # default 20 new issues per repo per window; 0 disables
 //	  window: 10m                    # default 10m
+//	nodeHistory:                     # list the NodeOperations of the node an alert names in its issue
+//	  enabled: false                 # default false; needs get/list on nodeoperations.kubemedic.io
+//	  maxOperations: 10              # default 10, 1 to 50: the newest this many, oldest first
 //	dryRun: false
 //	routes:                          # first match wins; no match: defaultRepo
 //	  - matchers: ['team="storage"', 'severity=~"critical|page"']

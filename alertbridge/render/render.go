@@ -165,12 +165,15 @@ func fitTitle(s string) string {
 
 // fitBody cuts s to MaxBodyLength bytes at a character boundary, with a
 // visible note.
-func fitBody(s string) string {
-	if len(s) <= MaxBodyLength {
+func fitBody(s string) string { return fitBodyTo(s, MaxBodyLength) }
+
+// fitBodyTo cuts s to limit bytes the same way.
+func fitBodyTo(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
 	note := fmt.Sprintf("\n\n%s the rendered body was %d bytes; GitHub issues hold about 65,000 characters.\n", truncatedNote, len(s))
-	cut := MaxBodyLength - len(note)
+	cut := max(limit-len(note), 0)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

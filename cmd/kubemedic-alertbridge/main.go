@@ -33,6 +33,7 @@ func main() {
 	fs.StringVar(&sc.GitHubAuth.AppPrivateKeyFile, "github-app-private-key-file", "", "GitHub App private key (PEM) file")
 	fs.Int64Var(&sc.MaxBodyBytes, "max-body-bytes", 1<<20, "largest webhook body accepted; larger ones get 413")
 	fs.DurationVar(&sc.RefreshInterval, "refresh-interval", 30*time.Second, "how often issues people changed on GitHub (closed, labelled, reopened) are re-read: one list call per repository")
+	fs.StringVar(&sc.Kubeconfig, "kubeconfig", "", "kubeconfig for reading NodeOperations when the config enables nodeHistory; empty: the pod's service account")
 	fs.BoolVar(&sc.DryRun, "dry-run", false, "log the GitHub calls the bridge would make instead of making them")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	flag.Parse()

@@ -44,6 +44,9 @@ type world struct {
 	tokenFile string
 	ghToken   string
 	logs      *testsupport.SyncBuffer
+	// kubeconfig, when set before startInProcess, is the bridge's
+	// --kubeconfig (for nodeHistory).
+	kubeconfig string
 }
 
 // newWorld starts Alertmanager with webhooks (copies of the bridge's
@@ -102,6 +105,7 @@ func (w *world) startInProcess() (stop func()) {
 			GitHubURL: w.fake.URL(), GitHubAuth: ghclient.Auth{TokenFile: w.ghToken},
 			Log:             slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			RefreshInterval: 200 * time.Millisecond,
+			Kubeconfig:      w.kubeconfig,
 			Ready:           ready,
 		})
 	}()
