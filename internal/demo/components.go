@@ -147,7 +147,7 @@ func (w *World) startComponents(ctx context.Context, ports []int) error {
 				"--kubeconfig=" + kc}},
 	}
 	for _, c := range comps {
-		p, err := localcluster.StartProcess(ctx, localcluster.ProcessSpec{
+		p, err := localcluster.StartProcess(context.Background(), localcluster.ProcessSpec{ // lives until Stop, not ctx
 			Name: c.name, Path: filepath.Join(w.opts.BinDir, c.name), Args: c.args, Env: c.env,
 			LogPath: filepath.Join(dir, "logs", c.name+".log"),
 		})
@@ -237,7 +237,7 @@ func (w *World) startNPD(ctx context.Context) error {
 			}
 			configs = append(configs, p)
 		}
-		p, err := localcluster.StartProcess(ctx, localcluster.ProcessSpec{
+		p, err := localcluster.StartProcess(context.Background(), localcluster.ProcessSpec{ // lives until Stop, not ctx
 			Name: "node-problem-detector " + node,
 			Path: npdBin,
 			Args: []string{

@@ -122,6 +122,8 @@ func (r *FakeRoot) Reboot() error {
 		return err
 	}
 	for _, f := range []struct{ path, content string }{
+		{"/proc/1/stat", procStat(1, "systemd", 'S')},
+		{"/proc/1/cgroup", "0::/init.scope\n"},
 		{rootBootID, r.bootID() + "\n"},
 		{rootUptime, "0.00 0.00\n"},
 		{rootKmsg, r.kmsgLine(6, "Linux version 6.8.0-48-generic (buildd@lcy02-amd64-010)") +
@@ -190,14 +192,19 @@ func (r *FakeRoot) SetNFSMounted(mounted bool) error {
 func (r *FakeRoot) StuckProcess(pid int, comm, podUID string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	stat := fmt.Sprintf("%d (%s) D 1 %d %d 0 -1 4194560 100 0 0 0 10 5 0 0 20 0 1 0 12345 10000000 500 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n",
-		pid, comm, pid, pid)
+	stat := procStat(pid, comm, 'D')
 	cg := "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" +
 		strings.ReplaceAll(podUID, "-", "_") + ".slice/cri-containerd-0123456789abcdef.scope\n"
 	if err := r.write(fmt.Sprintf("/proc/%d/stat", pid), stat, 0o644); err != nil {
 		return err
 	}
 	return r.write(fmt.Sprintf("/proc/%d/cgroup", pid), cg, 0o644)
+}
+
+// procStat is /proc/<pid>/stat of a process in state.
+func procStat(pid int, comm string, state byte) string {
+	return fmt.Sprintf("%d (%s) %c 1 %d %d 0 -1 4194560 100 0 0 0 10 5 0 0 20 0 1 0 12345 10000000 500 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n",
+		pid, comm, state, pid, pid)
 }
 
 // GPUByBus finds a GPU by a bus ID in any of the forms the detectors and

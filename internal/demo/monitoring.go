@@ -18,8 +18,10 @@ import (
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
-// scrapeInterval is how often Prometheus scrapes and evaluates the rules.
-const scrapeInterval = time.Second
+// scrapeInterval is how often Prometheus scrapes and evaluates the rules:
+// 30 s in a typical cluster, divided by the demo's speed and then some, so
+// that a "for: 2m" alert (2 s) sees enough samples.
+const scrapeInterval = 500 * time.Millisecond
 
 // startMonitoring starts the node-condition exporter, the dcgm-exporter
 // stand-in, Alertmanager (routing to the alertbridge) and Prometheus

@@ -35,8 +35,8 @@ type Scenario struct {
 
 // Scenarios lists the stories, in the order of `kubemedic demo scenario`.
 var Scenarios = []Scenario{
-	{"xid", "fatal Xid → drain → GPU reset → verified → uncordoned; the evicted pod's owner hears on Slack; the alert's issue is filed and closed", 3 * time.Minute, runXid},
-	{"escalate", "a broken GPU: the reset fails → reboot → the Xid returns → quarantine → an issue with the operation history for a person", 4 * time.Minute, runEscalate},
+	{"xid", "fatal Xid → drain → GPU reset → verified → uncordoned; the evicted pod's owner hears on Slack; the alert's issue is filed and closed", 2 * time.Minute, runXid},
+	{"escalate", "a broken GPU: the reset fails → reboot → the Xid returns → quarantine → an issue with the operation history for a person", 2 * time.Minute, runEscalate},
 	{"nfs-storm", "60% of the nodes lose NFS at once → the breaker opens → no disruptive operation → one roll-up issue", 3 * time.Minute, runNFSStorm},
 	{"idle", "two idle notebooks → a Slack DM each → one is snoozed and kept, the other is stopped after the grace period", 5 * time.Minute, runIdle},
 	{"dstate", "a process of a deleted pod stuck in D state → drain → reboot by policy → healthy", 3 * time.Minute, runDState},

@@ -18,6 +18,20 @@ import (
 // simulatorPoll is how often the simulator looks for operation pods.
 const simulatorPoll = 300 * time.Millisecond
 
+// opDuration is how long an operation takes on a real 8-GPU node, which the
+// simulator waits (divided by the demo's speed) before playing its effect:
+// a reset waits for the GPU's processes to exit and takes about a minute
+// and a half; a reboot of a large server with 1-2 TiB of RAM takes about 8
+// minutes to POST and boot; a remount seconds.
+var opDuration = map[string]time.Duration{
+	"reset-gpu":   90 * time.Second,
+	"reboot":      8 * time.Minute,
+	"remount-nfs": 30 * time.Second,
+}
+
+// defaultOpDuration is the duration of any other operation.
+const defaultOpDuration = 30 * time.Second
+
 // The simulator is the only pretend part of the demo: kwok marks operation
 // pods Running but runs nothing, so the simulator plays what each
 // operation would have done to the node and ends the pod, the way the
@@ -37,7 +51,8 @@ const simulatorPoll = 300 * time.Millisecond
 //
 // It also ticks every fake root's uptime.
 func (w *World) simulate(ctx context.Context) {
-	done := map[string]bool{} // pod UIDs handled
+	done := map[string]bool{}      // pod UIDs handled
+	seen := map[string]time.Time{} // when a Running pod was first seen
 	t := time.NewTicker(simulatorPoll)
 	defer t.Stop()
 	tick := 0
@@ -64,10 +79,22 @@ func (w *World) simulate(ctx context.Context) {
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if done[string(p.UID)] || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			uid := string(p.UID)
+			if done[uid] || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 				continue
 			}
-			done[string(p.UID)] = true
+			if _, ok := seen[uid]; !ok {
+				seen[uid] = time.Now()
+			}
+			d, ok := opDuration[p.Labels[v1alpha1.LabelTemplate]]
+			if !ok {
+				d = defaultOpDuration
+			}
+			if time.Since(seen[uid]) < d/time.Duration(w.Speed) {
+				continue
+			}
+			done[uid] = true
+			delete(seen, uid)
 			ok, msg := w.play(ctx, p)
 			if err := finishPod(ctx, w.Cluster.Client, p, ok, msg); err != nil && ctx.Err() == nil {
 				w.say("simulator: end pod %s: %v", p.Name, err)
@@ -165,11 +192,11 @@ func (w *World) clearCondition(ctx context.Context, node, typ string) error {
 // okReason is the reason deploy/npd's configs give each condition when its
 // check passes.
 var okReason = map[string]string{
-	v1alpha1.ConditionGPULost:             "GPUsPresent",
-	v1alpha1.ConditionGPUXidError:         "NoXidError",
-	v1alpha1.ConditionGPUMemoryUnhealthy:  "GPUMemoryHealthy",
-	v1alpha1.ConditionPodProcessesStuck:   "NoStuckProcesses",
-	v1alpha1.ConditionNFSMountUnhealthy:   "NFSMountsHealthy",
+	v1alpha1.ConditionGPULost:              "GPUsPresent",
+	v1alpha1.ConditionGPUXidError:          "NoXidError",
+	v1alpha1.ConditionGPUMemoryUnhealthy:   "GPUMemoryHealthy",
+	v1alpha1.ConditionPodProcessesStuck:    "NoStuckProcesses",
+	v1alpha1.ConditionNFSMountUnhealthy:    "NFSMountsHealthy",
 	v1alpha1.ConditionNetworkInterfaceDown: "InterfacesUp",
 }
 
@@ -212,4 +239,3 @@ func finishPod(ctx context.Context, c client.Client, p *corev1.Pod, ok bool, msg
 	}
 	return c.Status().Update(ctx, p)
 }
-

@@ -73,8 +73,9 @@ func scaleTree(v any, speed int, skip map[string]bool) any {
 }
 
 // policyOnlyKeys are not durations even when they look like one: names,
-// labels and free text.
-var policyOnlyKeys = map[string]bool{"metadata": true, "description": true, "name": true, "reason": true, "operation": true}
+// labels, free text, and resource quantities ("50m" is 50 millicores).
+var policyOnlyKeys = map[string]bool{"metadata": true, "description": true, "name": true, "reason": true, "operation": true,
+	"resources": true, "image": true, "command": true, "args": true, "env": true, "parameters": true}
 
 // speedUp returns a copy of a kubemedic object with its durations divided
 // by speed and its maintenance windows removed (so that a scenario's

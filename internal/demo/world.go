@@ -66,6 +66,7 @@ type Options struct {
 	// kubemedic-detect on a fake root. Default 3.
 	NPDNodes int
 	// MIGEvery makes every k-th node a MIG node (localcluster.NodeSpec).
+	// Default 4; negative: none.
 	MIGEvery int
 	// Speed divides every duration of the policies, rules and routing.
 	// Default DefaultSpeed.
@@ -83,6 +84,9 @@ func (o *Options) defaults() {
 	}
 	if o.NPDNodes > o.Nodes {
 		o.NPDNodes = o.Nodes
+	}
+	if o.MIGEvery == 0 {
+		o.MIGEvery = 4
 	}
 	if o.Speed == 0 {
 		o.Speed = DefaultSpeed
@@ -149,12 +153,12 @@ func (w *World) say(format string, args ...any) {
 }
 
 // Start builds the world. On error everything started so far is stopped.
-func Start(ctx context.Context, o Options) (w *World, err error) {
+func Start(ctx context.Context, o Options) (_ *World, err error) {
 	o.defaults()
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(o.Dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	w = &World{opts: o, start: time.Now(), out: &lockedWriter{w: o.Out}, Speed: o.Speed,
+	w := &World{opts: o, start: time.Now(), out: &lockedWriter{w: o.Out}, Speed: o.Speed,
 		Roots: map[string]*FakeRoot{}, faulty: map[string]bool{}, bootSeq: map[string]int{}}
 	defer func() {
 		if err != nil {

@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/internal/demo"
+	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
+	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/test/testsupport"
+)
+
+// startWorld builds the binaries and starts the demo's world.
+func startWorld(t *testing.T) *demo.World {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: runs the whole system; skipped in -short mode")
+	}
+	var bin string
+	for _, pkg := range []string{"./cmd/kubemedic-detect", "./cmd/kubemedic-remediator", "./cmd/kubemedic-alertbridge", "./cmd/kubemedic-janitor"} {
+		bin = filepath.Dir(harness.GoBuild(t, pkg))
+	}
+	root, err := localcluster.RepoRoot()
+	require.NoError(t, err)
+	out := &testsupport.SyncBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	w, err := demo.Start(ctx, demo.Options{RepoRoot: root, BinDir: bin, Dir: t.TempDir(), Out: out})
+	if err != nil {
+		t.Fatalf("start the demo: %v\n%s", err, out.String())
+	}
+	t.Logf("demo ready in %s", time.Since(begin).Round(100*time.Millisecond))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("demo output:\n%s", out.String())
+			for _, p := range w.Processes() {
+				t.Logf("%s log:%s", p.Name(), p.LogTail(40))
+			}
+		}
+		require.NoError(t, w.Stop())
+	})
+	return w
+}
+
+// runScenario runs a scenario in process and logs its timeline and stages.
+func runScenario(t *testing.T, w *demo.World, name string) *demo.Session {
+	t.Helper()
+	sc, err := demo.FindScenario(name)
+	require.NoError(t, err)
+	out := &testsupport.SyncBuffer{}
+	s := &demo.Session{Info: w.Info(w.Cluster.Kubeconfig), Kube: w.Cluster.Client, Inject: w, Timeline: w.Timeline(out), Out: out}
+	ctx, cancel := context.WithTimeout(context.Background(), sc.Timeout)
+	defer cancel()
+	begin := time.Now()
+	err = sc.Run(ctx, s)
+	t.Logf("scenario %s took %s; timeline:\n%s", name, time.Since(begin).Round(100*time.Millisecond), out.String())
+	require.NoError(t, err, "scenario %s", name)
+	return s
+}
+
+func TestWholeLoop(t *testing.T) {
+	w := startWorld(t)
+	ctx := context.Background()
+
+	t.Run("xid", func(t *testing.T) {
+		s := runScenario(t, w, "xid")
+		var n corev1.Node
+		require.NoError(t, w.Cluster.Client.Get(ctx, client.ObjectKey{Name: s.Node}, &n))
+		require.False(t, n.Spec.Unschedulable, "node %s uncordoned", s.Node)
+		c := localcluster.FindNodeCondition(&n, v1alpha1.ConditionGPUXidError)
+		require.NotNil(t, c)
+		require.Equal(t, corev1.ConditionFalse, c.Status, "GPUXidError cleared by the real xid check after the reset")
+
+		var ops v1alpha1.NodeOperationList
+		require.NoError(t, w.Cluster.Client.List(ctx, &ops))
+		var reset *v1alpha1.NodeOperation
+		for i := range ops.Items {
+			if ops.Items[i].Spec.NodeName == s.Node {
+				require.Nil(t, reset, "one operation on %s", s.Node)
+				reset = &ops.Items[i]
+			}
+		}
+		require.NotNil(t, reset)
+		require.Equal(t, "reset-gpu", reset.Spec.Operation)
+		require.Equal(t, v1alpha1.PhaseSucceeded, reset.Status.Phase)
+
+		issues, err := s.Issues(ctx, s.Node)
+		require.NoError(t, err)
+		require.NotEmpty(t, issues, "an issue about %s was filed", s.Node)
+		for _, is := range issues {
+			require.Equal(t, "closed", is.GetState(), "issue #%d %q closed", is.GetNumber(), is.GetTitle())
+		}
+
+		// The owner of the pod the drain stopped was told, on Slack.
+		found := false
+		for _, m := range w.SlackMessages(0) {
+			if strings.Contains(m.Text, s.Node) && strings.HasSuffix(m.To, "@example.com") {
+				found = true
+			}
+		}
+		require.True(t, found, "a Slack DM to the owner of the pod evicted from %s; messages: %+v", s.Node, w.SlackMessages(0))
+	})
+
+	t.Run("escalate", func(t *testing.T) {
+		s := runScenario(t, w, "escalate")
+		var n corev1.Node
+		require.NoError(t, w.Cluster.Client.Get(ctx, client.ObjectKey{Name: s.Node}, &n))
+		require.True(t, plan.Quarantined(&n), "node %s quarantined", s.Node)
+		require.True(t, n.Spec.Unschedulable)
+
+		var ops v1alpha1.NodeOperationList
+		require.NoError(t, w.Cluster.Client.List(ctx, &ops))
+		phases := map[string]v1alpha1.NodeOperationPhase{}
+		for _, op := range ops.Items {
+			if op.Spec.NodeName == s.Node {
+				phases[stepOf(op)] = op.Status.Phase
+			}
+		}
+		require.Equal(t, v1alpha1.PhaseFailed, phases["reset-gpu"], "the reset failed: %v", phases)
+		require.Contains(t, phases, "reboot", "then a reboot: %v", phases)
+		require.Contains(t, phases, "quarantine", "then the quarantine: %v", phases)
+
+		issues, err := s.Issues(ctx, s.Node)
+		require.NoError(t, err)
+		var handoff string
+		for _, is := range issues {
+			if is.GetState() == "open" && strings.Contains(is.GetTitle()+is.GetBody(), "KubemedicNodeQuarantined") {
+				handoff = is.GetBody()
+			}
+		}
+		require.NotEmpty(t, handoff, "an open issue about the quarantine of %s", s.Node)
+		for _, op := range ops.Items {
+			if op.Spec.NodeName == s.Node && !op.Spec.Quarantine {
+				require.Contains(t, handoff, op.Name, "the issue lists attempt %s", op.Name)
+			}
+		}
+	})
+}
+
+func stepOf(op v1alpha1.NodeOperation) string {
+	if op.Spec.Quarantine {
+		return "quarantine"
+	}
+	return op.Spec.Step
+}
+
+var _ = fmt.Sprint
+var _ = os.Getenv
