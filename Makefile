@@ -32,7 +32,7 @@ IMAGE_CMDS      := ./cmd/kubemedic-detect ./cmd/kubemedic-remediator ./cmd/kubem
 
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
-.PHONY: all build test unit testbin generate lint bench bench-detect bench-remediator bench-janitor bench-alertbridge fuzz demo tools images clean-testbin help
+.PHONY: all build test unit testbin generate lint bench bench-detect bench-remediator bench-janitor bench-alertbridge fuzz demo install-kubectl-plugin tools images clean-testbin help
 
 all: build
 
@@ -92,8 +92,15 @@ fuzz: ## Run every fuzz target for FUZZTIME each (CI runs only their seed corpor
 	  done; \
 	done
 
-demo: testbin build ## Start a local control plane with simulated GPU nodes and the example policies (Ctrl-C stops it)
+demo: testbin build ## Run the whole system locally: simulated GPU nodes, real NPD/Prometheus/Alertmanager, the components, GitHub and Slack stand-ins (Ctrl-C stops it)
 	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" bin/kubemedic demo
+
+KUBECTL_PLUGIN_DIR ?= $(HOME)/.local/bin
+
+install-kubectl-plugin: build ## Link bin/kubemedic as kubectl-medic into $(KUBECTL_PLUGIN_DIR), so that `kubectl medic status` works
+	mkdir -p "$(KUBECTL_PLUGIN_DIR)"
+	ln -sf "$(CURDIR)/bin/kubemedic" "$(KUBECTL_PLUGIN_DIR)/kubectl-medic"
+	@echo "kubectl medic: $(KUBECTL_PLUGIN_DIR)/kubectl-medic -> $(CURDIR)/bin/kubemedic (that directory must be on PATH)"
 
 tools: $(CONTROLLER_GEN) $(STATICCHECK) ## Install the pinned dev tools into the cache
 

@@ -113,6 +113,8 @@ func TestWholeLoop(t *testing.T) {
 		require.True(t, found, "a Slack DM to the owner of the pod evicted from %s; messages: %+v", s.Node, w.SlackMessages(0))
 	})
 
+	t.Cleanup(func() { logPeakRSS(t, w) })
+
 	t.Run("escalate", func(t *testing.T) {
 		s := runScenario(t, w, "escalate")
 		var n corev1.Node
@@ -149,6 +151,29 @@ func TestWholeLoop(t *testing.T) {
 	})
 }
 
+// logPeakRSS logs the peak resident set (VmHWM) of each kubemedic process
+// and their sum, an upper bound of the peak of the sum.
+func logPeakRSS(t *testing.T, w *demo.World) {
+	var total int
+	var parts []string
+	for _, p := range w.Processes() {
+		if !strings.HasPrefix(p.Name(), "kubemedic-") {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID()))
+		require.NoError(t, err, "%s is still running", p.Name())
+		for line := range strings.Lines(string(b)) {
+			var kb int
+			if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
+				total += kb
+				parts = append(parts, fmt.Sprintf("%s %d MiB", p.Name(), kb/1024))
+			}
+		}
+	}
+	require.NotEmpty(t, parts)
+	t.Logf("peak RSS (VmHWM) of the kubemedic processes: %s; sum %d MiB", strings.Join(parts, ", "), total/1024)
+}
+
 func stepOf(op v1alpha1.NodeOperation) string {
 	if op.Spec.Quarantine {
 		return "quarantine"
@@ -156,5 +181,3 @@ func stepOf(op v1alpha1.NodeOperation) string {
 	return op.Spec.Step
 }
 
-var _ = fmt.Sprint
-var _ = os.Getenv

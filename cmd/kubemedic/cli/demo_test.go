@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/test/harness"
 )
 
 // demoProc is a `kubemedic demo` process started by a test.
@@ -23,7 +24,8 @@ type demoProc struct {
 	transcript []string
 }
 
-// buildDemo builds the kubemedic binary once for a test.
+// buildDemo builds kubemedic and the binaries the demo runs, into one
+// directory, once per test process; binDir is the testbin directory.
 func buildDemo(t *testing.T) (bin, binDir string) {
 	t.Helper()
 	if testing.Short() {
@@ -31,17 +33,17 @@ func buildDemo(t *testing.T) (bin, binDir string) {
 	}
 	binDir, err := localcluster.BinDir()
 	require.NoError(t, err)
-	bin = filepath.Join(t.TempDir(), "kubemedic")
-	out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return bin, binDir
+	for _, pkg := range []string{"./cmd/kubemedic-detect", "./cmd/kubemedic-remediator", "./cmd/kubemedic-alertbridge", "./cmd/kubemedic-janitor"} {
+		harness.GoBuild(t, pkg)
+	}
+	return harness.GoBuild(t, "./cmd/kubemedic"), binDir
 }
 
 // startDemo starts `kubemedic demo ARGS` from the repository root with env
 // added to the environment, and reads its output.
 func startDemo(t *testing.T, bin, binDir string, env []string, args ...string) *demoProc {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"demo"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"demo", "--bin-dir", filepath.Dir(bin)}, args...)...)
 	cmd.Dir = "../../.."
 	cmd.Env = append(append(os.Environ(), "KUBEMEDIC_TESTBIN="+binDir), env...)
 	stdout, err := cmd.StdoutPipe()
@@ -122,7 +124,13 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, kubectl("get", "nodeoperationtemplates", "-o", "name"), "nodeoperationtemplate.kubemedic.io/reset-gpu")
 
 	children := descendants(d.cmd.Process.Pid)
-	require.NotEmpty(t, children, "the demo should have started etcd, kube-apiserver and kwok")
+	commands := map[string]bool{}
+	for _, pid := range children {
+		commands[comm(pid)] = true
+	}
+	for _, want := range []string{"etcd", "kube-apiserver", "kwok", "node-problem-de", "prometheus", "alertmanager", "kubemedic-remed", "kubemedic-janit", "kubemedic-alert"} {
+		require.True(t, commands[want], "the demo runs %s; it runs %v", want, commands)
+	}
 	require.NoError(t, d.interrupt(t), "demo should exit 0 after Ctrl-C")
 	for _, pid := range children {
 		require.False(t, alive(pid), "process %d started by the demo is still running", pid)
@@ -205,6 +213,12 @@ func descendants(pid int) []int {
 		}
 	}
 	return out
+}
+
+// comm is the command name of pid (at most 15 characters).
+func comm(pid int) string {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+	return strings.TrimSpace(string(b))
 }
 
 func alive(pid int) bool {

@@ -10,7 +10,8 @@ import (
 // TestShippedBinariesImportNoTestCode keeps test code out of what ships:
 // no package under cmd/ (every binary and this CLI) may depend on a package
 // under test/. `kubemedic demo` gets its local cluster from
-// internal/localcluster, not from test/harness.
+// internal/localcluster and its whole loop from internal/demo, not from
+// test/harness.
 func TestShippedBinariesImportNoTestCode(t *testing.T) {
 	const module = "github.com/kubemedic/kubemedic"
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, module+"/cmd/...").Output()
@@ -32,8 +33,10 @@ func TestShippedBinariesImportNoTestCode(t *testing.T) {
 			t.Errorf("go list did not list %s/cmd/%s", module, bin)
 		}
 	}
-	if !slices.Contains(deps[module+"/cmd/kubemedic/cli"], module+"/internal/localcluster") {
-		t.Errorf("cmd/kubemedic/cli does not depend on internal/localcluster; the dependency listing is wrong")
+	for _, want := range []string{"/internal/localcluster", "/internal/demo"} {
+		if !slices.Contains(deps[module+"/cmd/kubemedic/cli"], module+want) {
+			t.Errorf("cmd/kubemedic/cli does not depend on %s%s; the dependency listing is wrong", module, want)
+		}
 	}
 
 	for pkg, ds := range deps {

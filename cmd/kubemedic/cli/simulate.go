@@ -189,6 +189,12 @@ func loadSimulatePolicies(paths []string) ([]filePolicy, []string, []policies.Pr
 // no code path of simulate can change the cluster. It returns the API
 // server's address for messages.
 func newReadOnlyClient(kubeconfig string) (client.Reader, string, error) {
+	return newClient(kubeconfig, "kubemedic-policy-simulate", true)
+}
+
+// newClient is a client of kubeconfig's cluster (or the default one) that
+// knows kubemedic's types; readOnly refuses anything but GET.
+func newClient(kubeconfig, userAgent string, readOnly bool) (client.Client, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
@@ -198,9 +204,11 @@ func newReadOnlyClient(kubeconfig string) (client.Reader, string, error) {
 		return nil, "", fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = "kubemedic-policy-simulate"
+	cfg.UserAgent = userAgent
 	cfg.Timeout = requestTimeout
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return readOnly{rt} })
+	if readOnly {
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return readOnlyTransport{rt} })
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, "", fmt.Errorf("build scheme: %w", err)
@@ -215,10 +223,10 @@ func newReadOnlyClient(kubeconfig string) (client.Reader, string, error) {
 	return c, cfg.Host, nil
 }
 
-// readOnly refuses every request that is not a GET.
-type readOnly struct{ next http.RoundTripper }
+// readOnlyTransport refuses every request that is not a GET.
+type readOnlyTransport struct{ next http.RoundTripper }
 
-func (r readOnly) RoundTrip(req *http.Request) (*http.Response, error) {
+func (r readOnlyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet {
 		return nil, fmt.Errorf("simulate is read only: refusing %s %s", req.Method, req.URL.Path)
 	}

@@ -341,7 +341,7 @@ current-context: c
 
 func TestReadOnlyTransport(t *testing.T) {
 	called := 0
-	rt := readOnly{roundTripFunc(func(*http.Request) (*http.Response, error) {
+	rt := readOnlyTransport{roundTripFunc(func(*http.Request) (*http.Response, error) {
 		called++
 		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
 	})}
