@@ -180,4 +180,3 @@ func stepOf(op v1alpha1.NodeOperation) string {
 	}
 	return op.Spec.Step
 }
-
