@@ -26,26 +26,54 @@ const minInvokeInterval = 2 * time.Second
 // webhookToken is the bearer token Alertmanager sends the alertbridge.
 const webhookToken = "kubemedic-demo-webhook-token"
 
-// startStandIns starts the GitHub and Slack stand-ins.
+// startStandIns starts the GitHub and Slack stand-ins, unless the real
+// ones are configured.
 func (w *World) startStandIns(context.Context) error {
+	if err := w.startGitHub(); err != nil {
+		return err
+	}
+	if w.opts.SlackTokenFile != "" {
+		w.say("Slack: the real workspace of %s; messages without a known owner go to #%s", w.opts.SlackTokenFile, w.opts.SlackChannel)
+		return nil
+	}
+	s := notifytest.NewServer()
+	for _, r := range researchers {
+		s.AddUser(r.ID, r.Email)
+	}
+	s.AddChannel("C0GPUOPS1", w.opts.SlackChannel)
+	s.OnPost(w.recordSlack)
+	w.Slack = s
+	w.stoppers = append(w.stoppers, func() error { s.Close(); return nil })
+	w.say("Slack stand-in: every message is printed here, prefixed with slack>")
+	return nil
+}
+
+func (w *World) startGitHub() error {
+	if w.opts.GitHubRepo != "" {
+		if w.opts.GitHubTokenFile == "" {
+			return fmt.Errorf("a GitHub repository needs a token file")
+		}
+		w.repo, w.githubTokenFile, w.githubURL = w.opts.GitHubRepo, w.opts.GitHubTokenFile, w.opts.GitHubURL
+		if w.githubURL == "" {
+			w.githubURL = "https://api.github.com/"
+		}
+		w.PageURL = "https://github.com/" + w.repo + "/issues"
+		w.say("GitHub: the alertbridge files into the real %s (%s)", w.repo, w.githubURL)
+		return nil
+	}
 	gh := ghfake.New()
 	gh.SetToken(githubToken)
 	gh.AddRepo(Repo)
 	gh.AddRepo("acme/storage-oncall")
 	w.GitHub = gh
-	w.PageURL = gh.URL() + "_page"
+	w.PageURL = gh.URL() + strings.TrimPrefix(ghfake.PagePath, "/")
 	w.stoppers = append(w.stoppers, func() error { gh.Close(); return nil })
-
-	s := notifytest.NewServer()
-	for _, r := range researchers {
-		s.AddUser(r.ID, r.Email)
+	w.repo, w.githubURL = Repo, gh.URL()
+	w.githubTokenFile = filepath.Join(w.opts.Dir, "github-token")
+	if err := os.WriteFile(w.githubTokenFile, []byte(githubToken+"\n"), 0o600); err != nil {
+		return err
 	}
-	s.AddChannel("C0GPUOPS1", "gpu-ops")
-	s.OnPost(w.recordSlack)
-	w.Slack = s
-	w.stoppers = append(w.stoppers, func() error { s.Close(); return nil })
 	w.say("GitHub stand-in: %s (issues of %s; the alertbridge talks to its API)", w.PageURL, Repo)
-	w.say("Slack stand-in: every message is printed here, prefixed with slack>")
 	return nil
 }
 
@@ -112,14 +140,16 @@ func (w *World) componentPorts() ([]int, error) {
 func (w *World) startComponents(ctx context.Context, ports []int) error {
 	dir := w.opts.Dir
 	kc := w.Cluster.Kubeconfig
-	slackEnv := []string{"KUBEMEDIC_SLACK_TOKEN=" + notifytest.Token}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-
-	tokenFile := filepath.Join(dir, "github-token")
-	hookFile := filepath.Join(dir, "webhook-token")
-	if err := os.WriteFile(tokenFile, []byte(githubToken+"\n"), 0o600); err != nil {
-		return err
+	var slackEnv, slackArgs []string
+	if w.Slack != nil {
+		slackEnv = []string{"KUBEMEDIC_SLACK_TOKEN=" + notifytest.Token}
+		slackArgs = []string{"--slack-api-url=" + w.Slack.URL(), "--slack-default-channel=" + w.opts.SlackChannel}
+	} else {
+		slackArgs = []string{"--slack-token-file=" + w.opts.SlackTokenFile, "--slack-default-channel=" + w.opts.SlackChannel}
 	}
+
+	hookFile := filepath.Join(dir, "webhook-token")
 	if err := os.WriteFile(hookFile, []byte(webhookToken+"\n"), 0o600); err != nil {
 		return err
 	}
@@ -132,20 +162,20 @@ func (w *World) startComponents(ctx context.Context, ports []int) error {
 	comps := []component{
 		{name: "kubemedic-remediator", env: slackEnv, metrics: addr(0), ready: "http://" + addr(1) + "/readyz",
 			args: []string{"--kubeconfig=" + kc, "--leader-elect=false", "--namespace=" + Namespace,
-				"--metrics-bind-address=" + addr(0), "--health-probe-bind-address=" + addr(1),
-				"--slack-api-url=" + w.Slack.URL(), "--slack-default-channel=gpu-ops"}},
+				"--metrics-bind-address=" + addr(0), "--health-probe-bind-address=" + addr(1)}},
 		{name: "kubemedic-janitor", env: slackEnv, metrics: addr(2), ready: "http://" + addr(3) + "/readyz",
 			args: []string{"--kubeconfig=" + kc, "--leader-elect=false", "--namespace=" + Namespace,
 				"--metrics-bind-address=" + addr(2), "--health-probe-bind-address=" + addr(3),
 				"--interval=" + interval(time.Minute), "--metrics-staleness=" + interval(5*time.Minute),
-				"--prometheus-url=" + w.PrometheusURL,
-				"--slack-api-url=" + w.Slack.URL(), "--slack-default-channel=gpu-ops"}},
+				"--prometheus-url=" + w.PrometheusURL}},
 		{name: "kubemedic-alertbridge", metrics: addr(4), ready: "http://" + addr(4) + "/readyz",
 			args: []string{"--config=" + bridgeConfig, "--listen=" + addr(4), "--state-dir=" + filepath.Join(dir, "alertbridge-state"),
-				"--github-url=" + w.GitHub.URL(), "--github-token-file=" + tokenFile,
+				"--github-url=" + w.githubURL, "--github-token-file=" + w.githubTokenFile,
 				"--auth-bearer-token-file=" + hookFile, "--refresh-interval=" + interval(30*time.Second),
 				"--kubeconfig=" + kc}},
 	}
+	comps[0].args = append(comps[0].args, slackArgs...)
+	comps[1].args = append(comps[1].args, slackArgs...)
 	for _, c := range comps {
 		p, err := localcluster.StartProcess(context.Background(), localcluster.ProcessSpec{ // lives until Stop, not ctx
 			Name: c.name, Path: filepath.Join(w.opts.BinDir, c.name), Args: c.args, Env: c.env,
@@ -204,7 +234,7 @@ stormGuard:
 nodeHistory:
   enabled: true
   maxOperations: 10
-`, Repo, window)
+`, w.repo, window)
 }
 
 // startNPD runs one node-problem-detector per fake-root node, with the

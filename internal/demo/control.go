@@ -18,7 +18,7 @@ type Info struct {
 	Kubeconfig      string   `json:"kubeconfig"`
 	ControlURL      string   `json:"controlURL"`
 	GitHubURL       string   `json:"githubURL"`
-	GitHubToken     string   `json:"githubToken"`
+	GitHubTokenFile string   `json:"githubTokenFile"`
 	GitHubRepo      string   `json:"githubRepo"`
 	PageURL         string   `json:"pageURL"`
 	PrometheusURL   string   `json:"prometheusURL"`
@@ -33,7 +33,7 @@ type Info struct {
 // caller wrote the kubeconfig.
 func (w *World) Info(kubeconfig string) Info {
 	return Info{PID: os.Getpid(), Kubeconfig: kubeconfig, ControlURL: w.ControlURL,
-		GitHubURL: w.GitHub.URL(), GitHubToken: githubToken, GitHubRepo: Repo, PageURL: w.PageURL,
+		GitHubURL: w.githubURL, GitHubTokenFile: w.githubTokenFile, GitHubRepo: w.repo, PageURL: w.PageURL,
 		PrometheusURL: w.PrometheusURL, AlertmanagerURL: w.AlertmanagerURL,
 		NPDNodes: w.NPDNodes(), SimulatedNodes: w.SimulatedNodes(), Speed: w.Speed, Dir: w.opts.Dir}
 }

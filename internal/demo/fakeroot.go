@@ -81,7 +81,7 @@ func NewFakeRoot(dir, node string, gpus int, nfsAddr string) (*FakeRoot, error) 
 	r := &FakeRoot{Dir: dir, Node: node, nfsAddr: nfsAddr, mounted: true, lost: map[int]bool{}}
 	for i := range gpus {
 		r.GPUs = append(r.GPUs, GPU{Index: i, Bus: fmt.Sprintf("00000000:%02x:00.0", 0x18+8*i),
-			UUID: fmt.Sprintf("GPU-%08x-d3m0-4000-8000-%012x", fnv32(node), i)})
+			UUID: gpuUUID(node, i)})
 	}
 	if err := os.MkdirAll(filepath.Join(dir, nfsMountPoint), 0o755); err != nil {
 		return nil, err
@@ -207,24 +207,6 @@ func procStat(pid int, comm string, state byte) string {
 		pid, comm, state, pid, pid)
 }
 
-// GPUByBus finds a GPU by a bus ID in any of the forms the detectors and
-// templates print (4 or 8 digit domain).
-func (r *FakeRoot) GPUByBus(bus string) (GPU, bool) {
-	for _, g := range r.GPUs {
-		if busKey(g.Bus) == busKey(bus) {
-			return g, true
-		}
-	}
-	return GPU{}, false
-}
-
-// busKey is the bus, device and function of a PCI bus ID, without its
-// domain, which nvidia-smi prints with 8 digits and the kernel with 4.
-func busKey(bus string) string {
-	_, rest, _ := strings.Cut(strings.ToLower(bus), ":")
-	return rest
-}
-
 // mountinfo is the mount table. r.mu is held.
 func (r *FakeRoot) mountinfo() string {
 	if !r.mounted {
@@ -285,6 +267,12 @@ func (r *FakeRoot) append(p, content string) error {
 		return fmt.Errorf("node %s: %w", r.Node, err)
 	}
 	return f.Close()
+}
+
+// gpuUUID is the UUID of a node's GPU, the same in nvidia-smi and on
+// dcgm-exporter.
+func gpuUUID(node string, i int) string {
+	return fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", fnv32(node), i)
 }
 
 // fnv32 is a short stable hash for IDs derived from a node name.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 )
 
 // DefaultSpeed is how much faster than real time the demo runs: every
@@ -100,30 +99,15 @@ func speedUp(obj client.Object, speed int) (client.Object, bool, error) {
 			}
 		}
 	}
-	out := obj.DeepCopyObject().(client.Object)
 	b, err = json.Marshal(tree)
 	if err != nil {
 		return nil, false, err
 	}
-	// A fresh object: Unmarshal into the copy would merge slices.
-	zero := newEmpty(out)
-	if err := json.Unmarshal(b, zero); err != nil {
+	// A new object of the same type: decoding into a copy of obj would
+	// merge slices instead of replacing them.
+	out := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+	if err := json.Unmarshal(b, out); err != nil {
 		return nil, false, err
 	}
-	return zero, removed, nil
-}
-
-// newEmpty returns a zero value of obj's concrete type.
-func newEmpty(obj client.Object) client.Object {
-	return reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
-}
-
-// speedUpYAML divides the durations of a YAML document by speed (the keys in
-// skip excepted) and returns it as YAML.
-func speedUpYAML(data []byte, speed int, skip map[string]bool) ([]byte, error) {
-	var tree any
-	if err := yaml.Unmarshal(data, &tree); err != nil {
-		return nil, err
-	}
-	return yaml.Marshal(scaleTree(tree, speed, skip))
+	return out, removed, nil
 }

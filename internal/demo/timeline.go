@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -54,13 +55,15 @@ type Timeline struct {
 	issues   map[int]string    // number -> state
 	comments map[int]int
 	slackSeq int
-	// Lines are every line printed, for tests and summaries.
-	Lines []string
 }
 
 // NewTimeline makes a timeline reading from info's demo.
 func NewTimeline(kube client.Client, info Info, slack Slack, out io.Writer) (*Timeline, error) {
-	gh := github.NewClient(nil).WithAuthToken(info.GitHubToken)
+	tok, err := os.ReadFile(info.GitHubTokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the GitHub token: %w", err)
+	}
+	gh := github.NewClient(nil).WithAuthToken(strings.TrimSpace(string(tok)))
 	u, err := url.Parse(info.GitHubURL)
 	if err != nil {
 		return nil, err
@@ -81,7 +84,7 @@ func (t *Timeline) Prime(ctx context.Context) error {
 	t.start = time.Now()
 	quiet := t.Out
 	t.Out = io.Discard
-	defer func() { t.Out = quiet; t.Lines = nil }()
+	defer func() { t.Out = quiet }()
 	return t.Poll(ctx)
 }
 
@@ -107,7 +110,6 @@ func (t *Timeline) Run(ctx context.Context, done func() bool) error {
 func (t *Timeline) line(kind, object, text string) {
 	now := time.Now()
 	l := fmt.Sprintf("%s +%5.1fs  %-10s %-58s %s", now.Format("15:04:05"), now.Sub(t.start).Seconds(), kind, object, text)
-	t.Lines = append(t.Lines, kind+" "+object+" "+text)
 	fmt.Fprintln(t.Out, l)
 }
 

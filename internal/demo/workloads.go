@@ -27,18 +27,19 @@ func (w *World) createWorkloads(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("create the training pod on %s: %w", node, err)
 		}
-		w.setUtil(pod.Namespace, pod.Name, node, 4, trainingUtil)
+		w.setUtil(pod.Namespace, pod.Name, node, 0, 4, trainingUtil)
 	}
 	w.say("Each node runs a 4-GPU training Deployment in namespace %s, owned by %s, %s or %s (kubemedic.io/owner)",
 		workloadNS, researchers[0].Email, researchers[1].Email, researchers[2].Email)
 	return nil
 }
 
-// setUtil reports the pod's GPUs at util percent on dcgm-exporter.
-func (w *World) setUtil(namespace, pod, node string, gpus int, util float64) {
-	for g := range gpus {
+// setUtil reports GPUs first..first+n-1 of node, held by the pod, at util
+// percent on dcgm-exporter.
+func (w *World) setUtil(namespace, pod, node string, first, n int, util float64) {
+	for g := first; g < first+n; g++ {
 		w.DCGM.Set(localcluster.DCGMSeries{Namespace: namespace, Pod: pod, Container: "main", Hostname: node,
-			UUID: fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", fnv32(node), g), GPU: g}, util)
+			UUID: gpuUUID(node, g), GPU: g}, util)
 	}
 }
 
@@ -57,7 +58,7 @@ func (w *World) IdleNotebooks(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.setUtil(pod.Namespace, pod.Name, node, 1, 0.5)
+		w.setUtil(pod.Namespace, pod.Name, node, 4+i, 1, 0.5) // GPUs 0-3 are the training pod's
 		names = append(names, pod.Namespace+"/"+pod.Name)
 	}
 	return names, nil

@@ -73,6 +73,14 @@ type Options struct {
 	Speed int
 	// Out receives progress lines and each Slack message.
 	Out io.Writer
+	// GitHubRepo, with GitHubTokenFile, files issues into a real
+	// repository instead of the stand-in; GitHubURL is the API (default
+	// https://api.github.com/, or GitHub Enterprise's https://HOST/api/v3/).
+	GitHubRepo, GitHubTokenFile, GitHubURL string
+	// SlackTokenFile sends Slack messages to a real workspace instead of
+	// the stand-in, those without a known owner to SlackChannel (default
+	// gpu-ops; the app must be a member).
+	SlackTokenFile, SlackChannel string
 }
 
 func (o *Options) defaults() {
@@ -94,6 +102,9 @@ func (o *Options) defaults() {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
+	if o.SlackChannel == "" {
+		o.SlackChannel = "gpu-ops"
+	}
 }
 
 // World is a running demo: the control plane, the nodes, the kubemedic
@@ -104,10 +115,15 @@ type World struct {
 	// FakeRoot in Roots and run NPD.
 	Nodes []string
 	Roots map[string]*FakeRoot
-	// GitHub is the GitHub stand-in; PageURL its web page.
+	// GitHub is the GitHub stand-in and PageURL its web page; nil and the
+	// repository's issues page with Options.GitHubRepo.
 	GitHub  *ghfake.Fake
 	PageURL string
-	Slack   *notifytest.Server
+	// Slack is the Slack stand-in; nil with Options.SlackTokenFile.
+	Slack *notifytest.Server
+	// githubURL, githubTokenFile and repo are what the alertbridge and the
+	// timeline use: the stand-in's or the real ones.
+	githubURL, githubTokenFile, repo string
 	// PrometheusURL and AlertmanagerURL are the monitoring UIs/APIs.
 	PrometheusURL, AlertmanagerURL string
 	// ControlURL serves inject and the Slack log to `kubemedic demo`

@@ -20,6 +20,9 @@ import (
 type demoOptions struct {
 	nodes, npdNodes, migEvery, speed int
 	kubeconfig, binDir, repoRoot     string
+	githubRepo, githubTokenFile      string
+	githubURL                        string
+	slackTokenFile, slackChannel     string
 }
 
 func newDemoCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -41,6 +44,8 @@ accounts:
   - Prometheus evaluating the shipped alert rules, Alertmanager routing them
     to the alertbridge, which files into a local GitHub stand-in (a web page
     lists the issues), and a local Slack that prints each message here.
+    With --github-repo and --github-token-file the real GitHub is used, with
+    --slack-token-file the real Slack.
 
 Operation pods do not run on kwok nodes: a node simulator plays their effect
 (a GPU reset records the reset, a reboot changes the boot ID) after the time
@@ -67,6 +72,9 @@ control plane, NPD, Prometheus and Alertmanager from 'make testbin'
 			if o.nodes < 1 || o.npdNodes < 1 || o.speed < 1 {
 				return fmt.Errorf("--nodes, --npd-nodes and --speed must be at least 1")
 			}
+			if (o.githubRepo == "") != (o.githubTokenFile == "") {
+				return fmt.Errorf("--github-repo and --github-token-file go together")
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := runDemo(ctx, o, stdout); err != nil {
@@ -83,6 +91,11 @@ control plane, NPD, Prometheus and Alertmanager from 'make testbin'
 	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the kubeconfig of the demo cluster (default $TMPDIR/kubemedic-demo.kubeconfig, or kubemedic-demo-<pid>.kubeconfig beside it while another demo holds that)")
 	cmd.Flags().StringVar(&o.binDir, "bin-dir", "", "directory of kubemedic-detect, -remediator, -alertbridge and -janitor (default: this binary's directory)")
 	cmd.Flags().StringVar(&o.repoRoot, "repo", ".", "the kubemedic checkout: deploy/ and policies/examples/ are read from it")
+	cmd.Flags().StringVar(&o.githubRepo, "github-repo", "", "file issues into this real repository (owner/name) instead of the local stand-in; needs --github-token-file")
+	cmd.Flags().StringVar(&o.githubTokenFile, "github-token-file", "", "file holding a GitHub token that may write issues of --github-repo")
+	cmd.Flags().StringVar(&o.githubURL, "github-url", "", "GitHub API base URL with --github-repo (default https://api.github.com/; GitHub Enterprise: https://HOST/api/v3/)")
+	cmd.Flags().StringVar(&o.slackTokenFile, "slack-token-file", "", "send Slack messages to the real workspace of this bot token (xoxb-...) instead of the local stand-in")
+	cmd.Flags().StringVar(&o.slackChannel, "slack-channel", "gpu-ops", "channel for messages whose owner Slack does not know (the demo's owners are @example.com addresses)")
 	cmd.AddCommand(newDemoInjectCommand(stdout, stderr), newDemoScenarioCommand(stdout, stderr))
 	return cmd
 }
@@ -127,7 +140,9 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		migEvery = -1
 	}
 	w, err := demo.Start(ctx, demo.Options{RepoRoot: root, BinDir: o.binDir, Dir: dir, Nodes: o.nodes,
-		NPDNodes: min(o.npdNodes, o.nodes), MIGEvery: migEvery, Speed: o.speed, Out: out})
+		NPDNodes: min(o.npdNodes, o.nodes), MIGEvery: migEvery, Speed: o.speed, Out: out,
+		GitHubRepo: o.githubRepo, GitHubTokenFile: o.githubTokenFile, GitHubURL: o.githubURL,
+		SlackTokenFile: o.slackTokenFile, SlackChannel: o.slackChannel})
 	if err != nil {
 		return err
 	}
@@ -161,7 +176,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
     kubemedic status                       # the fleet on one screen
     kubectl get nodeoperations -w          # kubectl of the API server's version: %[2]s
 
-    GitHub stand-in (issues the alertbridge files): %[3]s
+    GitHub issues the alertbridge files: %[3]s
     Prometheus: %[4]s   Alertmanager: %[5]s
     Scenarios: %[7]s
     Faults:    kubemedic demo inject <fault> <node>%[6]s, faults: %[8]s

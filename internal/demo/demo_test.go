@@ -1,0 +1,199 @@
+package demo
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubemedic/kubemedic/detectors/gpu"
+	"github.com/kubemedic/kubemedic/detectors/nfs"
+	"github.com/kubemedic/kubemedic/detectors/procfs"
+	"github.com/kubemedic/kubemedic/detectors/xid"
+	"github.com/kubemedic/kubemedic/policies"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+)
+
+func TestScaleDuration(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		speed int
+		want  string
+	}{
+		{"2m", 60, "2s"},
+		{"5m", 60, "5s"},
+		{"30s", 60, "500ms"},
+		{"1h30m", 60, "90s"},
+		{"168h", 60, "10080s"},
+		{"45m", 60, "45s"},
+		{"10ms", 60, "1ms"}, // never below 1 ms
+		{"2m", 1, "2m"},     // speed 1 leaves it
+		{"0", 60, "0"},
+		{"5%", 60, "5%"},
+		{"22:00", 60, "22:00"},
+		{"1d", 60, "1d"}, // not a Go duration: left as is
+		{"XidResetRequired", 60, "XidResetRequired"},
+	} {
+		require.Equal(t, tc.want, scaleDuration(tc.in, tc.speed), "%s / %d", tc.in, tc.speed)
+	}
+}
+
+// TestSpeedUpExamples: every example object, sped up, still validates;
+// durations are divided, resource quantities and windows' times are not, and
+// windows are removed.
+func TestSpeedUpExamples(t *testing.T) {
+	docs, problems := policies.LoadFiles("../../policies/examples")
+	require.Empty(t, problems)
+	var sped []*policies.Document
+	windows := 0
+	for _, d := range docs {
+		obj, removed, err := speedUp(d.Object.(client.Object), DefaultSpeed)
+		require.NoError(t, err)
+		if removed {
+			windows++
+		}
+		sped = append(sped, &policies.Document{File: d.File, Line: d.Line, Kind: d.Kind, Object: obj})
+		switch o := obj.(type) {
+		case *v1alpha1.RemediationPolicy:
+			require.Empty(t, o.Spec.Safety.MaintenanceWindows, o.Name)
+			orig := d.Object.(*v1alpha1.RemediationPolicy)
+			require.Equal(t, orig.Spec.Conditions[0].For.Duration/DefaultSpeed, o.Spec.Conditions[0].For.Duration, o.Name)
+			require.Equal(t, orig.Spec.Conditions[0].Reason, o.Spec.Conditions[0].Reason, "reasons are not durations")
+		case *v1alpha1.NodeOperationTemplate:
+			orig := d.Object.(*v1alpha1.NodeOperationTemplate)
+			require.Equal(t, orig.Spec.Resources, o.Spec.Resources, "%s: 50m is 50 millicores, not 50 minutes", o.Name)
+			require.Equal(t, orig.Spec.Args, o.Spec.Args)
+		}
+	}
+	require.Equal(t, 3, windows, "nfs-mounts, dstate-orphans and network-interface-down have windows")
+	require.Empty(t, policies.ValidateSet(sped))
+}
+
+func TestNodeConditionMetrics(t *testing.T) {
+	nodes := []corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: "Ready", Status: corev1.ConditionTrue},
+			{Type: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue},
+		}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: v1alpha1.ConditionNFSMountUnhealthy, Status: corev1.ConditionUnknown},
+		}}},
+	}
+	got := nodeConditionMetrics(nodes)
+	require.Contains(t, got, `kube_node_status_condition{node="a",condition="NFSMountUnhealthy",status="unknown"} 1`)
+	require.Contains(t, got, `kube_node_status_condition{node="a",condition="NFSMountUnhealthy",status="true"} 0`)
+	require.Contains(t, got, `kube_node_status_condition{node="b",condition="GPUXidError",status="true"} 1`)
+	require.NotContains(t, got, `condition="Ready"`, "only kubemedic's conditions")
+	require.Less(t, strings.Index(got, `node="a"`), strings.Index(got, `node="b"`), "sorted by node")
+}
+
+// TestFakeRootReadsAsTheDetectorsRead: what the fake root writes parses
+// with the detectors' own parsers.
+func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
+	r, err := NewFakeRoot(t.TempDir(), "gpu-node-000", 8, "127.0.0.1:2049")
+	require.NoError(t, err)
+	read := func(p string) []byte {
+		b, err := os.ReadFile(filepath.Join(r.Dir, p))
+		require.NoError(t, err)
+		return b
+	}
+	boot := r.BootID()
+
+	require.NoError(t, r.Xid(0, 46, "GPU timeout"))
+	var found []xid.Found
+	xid.ScanLog(read(rootKmsg), func(f xid.Found) { found = append(found, f) })
+	require.Len(t, found, 1)
+	require.Equal(t, 46, found[0].Xid)
+	require.Equal(t, "0000:18:00.0", found[0].Bus, "the bus the reset-gpu template extracts")
+
+	devs, err := gpu.ParseQueryGPU(read(rootSMIGPUs), 0)
+	require.NoError(t, err)
+	require.Len(t, devs, 8)
+	require.NoError(t, r.LoseGPU(1))
+	devs, err = gpu.ParseQueryGPU(read(rootSMIGPUs), 0)
+	require.NoError(t, err)
+	require.Len(t, devs, 7, "a lost GPU is not listed")
+
+	mounts, err := nfs.ParseMountinfo("mountinfo", read(rootMountinfo))
+	require.NoError(t, err)
+	require.Equal(t, nfsMountPoint, mounts[len(mounts)-1].MountPoint)
+	require.NoError(t, r.SetNFSMounted(false))
+	mounts, err = nfs.ParseMountinfo("mountinfo", read(rootMountinfo))
+	require.NoError(t, err)
+	for _, m := range mounts {
+		require.NotEqual(t, nfsMountPoint, m.MountPoint)
+	}
+
+	require.NoError(t, r.StuckProcess(4242, "python3", "8c909a73-2a4e-462a-bb03-46c5a3cc91a6"))
+	st, err := procfs.ParseStat(read("/proc/4242/stat"))
+	require.NoError(t, err)
+	require.Equal(t, byte('D'), st.State)
+
+	require.NoError(t, r.Reboot())
+	require.NotEqual(t, boot, r.BootID(), "a reboot changes the boot ID")
+	require.Equal(t, r.BootID()+"\n", string(read(rootBootID)))
+	found = nil
+	xid.ScanLog(read(rootKmsg), func(f xid.Found) { found = append(found, f) })
+	require.Empty(t, found, "a fresh kernel log")
+	_, err = os.Stat(filepath.Join(r.Dir, "/proc/4242"))
+	require.True(t, os.IsNotExist(err), "no process survives a reboot")
+	devs, err = gpu.ParseQueryGPU(read(rootSMIGPUs), 0)
+	require.NoError(t, err)
+	require.Len(t, devs, 8, "the GPU is back on the bus")
+}
+
+// TestNPDConfigs: deploy/npd's monitors are rewritten for a fake root, sped
+// up but never faster than minInvokeInterval, and nothing else changes.
+func TestNPDConfigs(t *testing.T) {
+	w := &World{opts: Options{RepoRoot: "../../", Dir: t.TempDir()}, Speed: DefaultSpeed}
+	for _, name := range []string{"xid.json", "dstate.json"} {
+		p, err := w.npdConfig("gpu-node-000", name, "/bin/kubemedic-detect", []string{"--root=/r", "--state-dir=/r/s"})
+		require.NoError(t, err)
+		var cfg struct {
+			PluginConfig struct {
+				InvokeInterval string `json:"invoke_interval"`
+			} `json:"pluginConfig"`
+			Rules []struct {
+				Path string   `json:"path"`
+				Args []string `json:"args"`
+			} `json:"rules"`
+		}
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &cfg))
+		d, err := time.ParseDuration(cfg.PluginConfig.InvokeInterval)
+		require.NoError(t, err)
+		require.Equal(t, minInvokeInterval, d, "30 s / 60 is faster than a 2-core machine can afford")
+		require.Equal(t, "/bin/kubemedic-detect", cfg.Rules[0].Path)
+		args := strings.Join(cfg.Rules[0].Args, " ")
+		require.Contains(t, args, "--root=/r")
+		require.NotContains(t, args, "--root=/host")
+		require.Contains(t, args, "--timeout=10s", "check timeouts are not sped up")
+		if name == "dstate.json" {
+			require.Contains(t, args, "--min-duration=5s", "5m / 60")
+		}
+	}
+}
+
+// TestAlertmanagerConfig: the shipped receiver, pointed at the local
+// bridge with its token file, with durations divided and matchers intact.
+func TestAlertmanagerConfig(t *testing.T) {
+	w := &World{opts: Options{RepoRoot: "../../", Dir: "/d"}, Speed: DefaultSpeed, bridgeAddr: "127.0.0.1:9"}
+	out, err := w.alertmanagerConfig()
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(out), &cfg))
+	require.Contains(t, out, "url: http://127.0.0.1:9/webhook")
+	require.Contains(t, out, "credentials_file: /d/webhook-token")
+	require.Contains(t, out, "group_wait: 500ms")
+	require.Contains(t, out, "group_interval: 5s")
+	require.Contains(t, out, `alertname=~"Kubemedic.+"`)
+}
