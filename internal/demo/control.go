@@ -3,11 +3,15 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -61,7 +65,9 @@ func ReadInfo(path string) (Info, error) {
 	if err := json.Unmarshal(b, &info); err != nil {
 		return info, fmt.Errorf("%s: %w", path, err)
 	}
-	if !httpOK(context.Background(), info.ControlURL+"/healthz") {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if !httpOK(ctx, info.ControlURL+"/healthz") {
 		return info, fmt.Errorf("the demo of %s (pid %d) does not answer at %s; is it still running?", path, info.PID, info.ControlURL)
 	}
 	return info, nil
@@ -78,8 +84,13 @@ func (w *World) startControl() error {
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
 	mux.HandleFunc("POST /inject", func(rw http.ResponseWriter, r *http.Request) {
 		what, err := w.Inject(r.Context(), r.FormValue("fault"), r.FormValue("node"))
-		if err != nil {
+		var bad *BadRequestError
+		switch {
+		case errors.As(err, &bad):
 			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		case err != nil:
+			http.Error(rw, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.say("injected %s into node %s: %s", r.FormValue("fault"), r.FormValue("node"), what)
@@ -100,7 +111,7 @@ func (w *World) startControl() error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	w.ControlURL = "http://" + ln.Addr().String()
-	w.stoppers = append(w.stoppers, srv.Close)
+	w.onStop(srv.Close)
 	return nil
 }
 
@@ -109,51 +120,65 @@ type Client struct{ Info Info }
 
 // Inject asks the demo to inject a fault.
 func (c Client) Inject(ctx context.Context, fault, node string) (string, error) {
-	return c.post(ctx, "/inject?fault="+fault+"&node="+node)
+	return c.post(ctx, "/inject", url.Values{"fault": {fault}, "node": {node}})
 }
 
 // IdleNotebooks asks the demo to start two idle notebooks.
-func (c Client) IdleNotebooks(ctx context.Context) ([]string, error) {
-	body, err := c.post(ctx, "/idle-notebooks")
+func (c Client) IdleNotebooks(ctx context.Context) ([]Notebook, error) {
+	body, err := c.post(ctx, "/idle-notebooks", nil)
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	return names, json.Unmarshal([]byte(body), &names)
+	var nbs []Notebook
+	if err := json.Unmarshal([]byte(body), &nbs); err != nil {
+		return nil, fmt.Errorf("the demo's answer to idle-notebooks: %w", err)
+	}
+	return nbs, nil
 }
 
 // SlackMessages fetches the Slack messages after seq.
 func (c Client) SlackMessages(ctx context.Context, after int) ([]SlackMessage, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Info.ControlURL+"/slack?after="+strconv.Itoa(after), nil)
+	body, err := c.do(ctx, http.MethodGet, "/slack", url.Values{"after": {strconv.Itoa(after)}})
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	var out []SlackMessage
-	return out, json.NewDecoder(resp.Body).Decode(&out)
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("the demo's Slack log: %w", err)
+	}
+	return out, nil
 }
 
-func (c Client) post(ctx context.Context, path string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Info.ControlURL+path, nil)
-	if err != nil {
-		return "", err
+func (c Client) post(ctx context.Context, path string, q url.Values) (string, error) {
+	b, err := c.do(ctx, http.MethodPost, path, q)
+	return strings.TrimRight(string(b), "\n"), err
+}
+
+// do calls the demo's control server and returns the body of a 200 answer.
+func (c Client) do(ctx context.Context, method, path string, q url.Values) ([]byte, error) {
+	u := c.Info.ControlURL + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
 	}
-	resp, err := http.DefaultClient.Do(req)
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
-		return "", fmt.Errorf("the demo at %s: %w", c.Info.ControlURL, err)
+		return nil, err
+	}
+	resp, err := controlClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("the demo (pid %d) at %s: %w", c.Info.PID, c.Info.ControlURL, err)
 	}
 	defer resp.Body.Close()
-	var b []byte
-	b, err = readAll(resp)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s", trimNL(string(b)))
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
 	}
-	return trimNL(string(b)), nil
+	return b, nil
 }
+
+// controlClient bounds every call to a demo: a state file left by a demo
+// that was killed may name a port something else now listens on.
+var controlClient = &http.Client{Timeout: 30 * time.Second}

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubemedic/kubemedic/alertbridge/config"
+	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 	"github.com/kubemedic/kubemedic/detectors/gpu"
 	"github.com/kubemedic/kubemedic/detectors/nfs"
 	"github.com/kubemedic/kubemedic/detectors/procfs"
@@ -196,4 +198,86 @@ func TestAlertmanagerConfig(t *testing.T) {
 	require.Contains(t, out, "group_wait: 500ms")
 	require.Contains(t, out, "group_interval: 5s")
 	require.Contains(t, out, `alertname=~"Kubemedic.+"`)
+}
+
+// TestAlertbridgeConfig: the shipped config with the demo's repository and
+// storm guard, accepted by the alertbridge's own strict decoder.
+func TestAlertbridgeConfig(t *testing.T) {
+	for _, standIn := range []bool{true, false} {
+		w := &World{opts: Options{RepoRoot: "../../"}, Speed: DefaultSpeed, repo: "someone/gpus"}
+		if standIn {
+			w.GitHub = &ghfake.Fake{}
+		}
+		b, err := w.alertbridgeConfig()
+		require.NoError(t, err)
+		cfg, err := config.Parse("alertbridge.yaml", b)
+		require.NoError(t, err, "%s", b)
+		require.Equal(t, "someone/gpus", cfg.DefaultRepo.String())
+		require.Equal(t, 4, cfg.StormGuard.MaxNewIssues)
+		require.Equal(t, 10*time.Second, cfg.StormGuard.Window)
+		require.True(t, cfg.NodeHistory.Enabled, "the handoff issue lists the attempts")
+		require.Equal(t, standIn, len(cfg.Routes) > 0, "routes to the example's other repository only on the stand-in, which has it")
+	}
+}
+
+// TestOKReasons: the reasons the simulator clears conditions with are the
+// ones deploy/npd's monitors give when their check passes.
+func TestOKReasons(t *testing.T) {
+	files, err := filepath.Glob("../../deploy/npd/*.json")
+	require.NoError(t, err)
+	seen := map[string]string{}
+	for _, f := range files {
+		var cfg struct {
+			Conditions []struct{ Type, Reason string } `json:"conditions"`
+		}
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &cfg), f)
+		for _, c := range cfg.Conditions {
+			seen[c.Type] = c.Reason
+		}
+	}
+	require.Equal(t, seen, okReason)
+	require.Len(t, okReason, len(v1alpha1.ConditionReasons), "one per detector condition")
+}
+
+// TestRuleFile: every group of the shipped PrometheusRule, "for:" divided.
+func TestRuleFile(t *testing.T) {
+	w := &World{opts: Options{RepoRoot: "../../"}, Speed: DefaultSpeed}
+	b, err := w.ruleFile()
+	require.NoError(t, err)
+	var rf struct {
+		Groups []struct {
+			Name  string
+			Rules []struct {
+				Alert string
+				For   string
+			}
+		}
+	}
+	require.NoError(t, yaml.Unmarshal(b, &rf))
+	require.NotEmpty(t, rf.Groups)
+	fors := map[string]string{}
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			fors[r.Alert] = r.For
+		}
+	}
+	require.Equal(t, "2s", fors["KubemedicGPUXidError"], "for: 2m")
+	require.Equal(t, "", fors["KubemedicNodeQuarantined"], "no for: fires at once")
+	require.Equal(t, "360s", fors["KubemedicRemediationBlocked"], "for: 6h")
+}
+
+func TestSmallHelpers(t *testing.T) {
+	_, err := FindScenario("xid")
+	require.NoError(t, err)
+	_, err = FindScenario("xdi")
+	require.ErrorContains(t, err, `unknown scenario "xdi"; known: xid, escalate, nfs-storm, idle, dstate`)
+	require.Equal(t, "abc", oneLine("abc\ndef", 10))
+	require.Equal(t, "abcd…", oneLine("abcdefgh", 5))
+	require.Equal(t, "4th node is", migEvery(4))
+	require.Equal(t, "3rd node is", migEvery(3))
+	require.Equal(t, "none is", migEvery(-1))
+	require.Equal(t, "500ms", formatDuration(500*time.Millisecond))
+	require.Equal(t, "90s", formatDuration(90*time.Second))
 }

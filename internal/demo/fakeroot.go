@@ -2,8 +2,10 @@ package demo
 
 import (
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -118,7 +120,9 @@ func (r *FakeRoot) Reboot() error {
 	r.seq = 0
 	r.mounted = true
 	clear(r.lost)
-	if err := os.RemoveAll(filepath.Join(r.Dir, "proc")); err != nil {
+	// No process survives; the files the checks read are replaced, never
+	// missing, so a check running meanwhile sees the old or the new boot.
+	if err := r.removeProcesses(); err != nil {
 		return err
 	}
 	for _, f := range []struct{ path, content string }{
@@ -134,6 +138,22 @@ func (r *FakeRoot) Reboot() error {
 	} {
 		if err := r.write(f.path, f.content, 0o644); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// removeProcesses removes every /proc/<pid> but PID 1's. r.mu is held.
+func (r *FakeRoot) removeProcesses() error {
+	entries, err := os.ReadDir(filepath.Join(r.Dir, "proc"))
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("node %s: %w", r.Node, err)
+	}
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != 1 {
+			if err := os.RemoveAll(filepath.Join(r.Dir, "proc", e.Name())); err != nil {
+				return fmt.Errorf("node %s: %w", r.Node, err)
+			}
 		}
 	}
 	return nil
@@ -277,10 +297,7 @@ func gpuUUID(node string, i int) string {
 
 // fnv32 is a short stable hash for IDs derived from a node name.
 func fnv32(s string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return h
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -31,9 +30,15 @@ var Faults = []Fault{
 	{"gpu-lost", "GPU 1 falls off the bus (Xid 79) and nvidia-smi stops listing it"},
 	{"nfs", "the NFS mount /mnt/datasets disappears"},
 	{"dstate", "a process of a deleted pod is stuck in D state"},
+	{"replace-gpu", "a technician replaces the broken GPU: resets work again and the next reboot finds no Xid (kubemedic does not release a quarantined node; you do)"},
 }
 
-// xidResetMessage is what the xid check prints for Xid 46 on a bus.
+// BadRequestError is an Inject of an unknown fault or node.
+type BadRequestError struct{ msg string }
+
+func (e *BadRequestError) Error() string { return e.msg }
+
+// xidMessage is what the xid check prints for an Xid on a bus.
 func xidMessage(reason string, xid int, bus, what string) string {
 	return fmt.Sprintf("%s: Xid %d on %s: %s", reason, xid, bus, what)
 }
@@ -43,7 +48,7 @@ func xidMessage(reason string, xid int, bus, what string) string {
 // another node as the condition NPD would set.
 func (w *World) Inject(ctx context.Context, fault, node string) (string, error) {
 	if !w.hasNode(node) {
-		return "", fmt.Errorf("no node %q; the nodes are %s … %s", node, w.Nodes[0], w.Nodes[len(w.Nodes)-1])
+		return "", &BadRequestError{fmt.Sprintf("no node %q; the nodes are %s … %s", node, w.Nodes[0], w.Nodes[len(w.Nodes)-1])}
 	}
 	root := w.Roots[node]
 	bus := fmt.Sprintf("0000:%02x:00.0", 0x18)
@@ -75,12 +80,22 @@ func (w *World) Inject(ctx context.Context, fault, node string) (string, error) 
 		return "condition NFSMountUnhealthy=True", w.setCondition(ctx, node, v1alpha1.ConditionNFSMountUnhealthy, v1alpha1.ReasonMountMissing+": "+nfsMountPoint+" not mounted")
 	case "dstate":
 		return w.injectDState(ctx, node)
+	case "replace-gpu":
+		w.mu.Lock()
+		broken := w.faulty[node]
+		delete(w.faulty, node)
+		w.mu.Unlock()
+		if !broken {
+			return "", &BadRequestError{fmt.Sprintf("node %s has no broken GPU (inject broken-gpu first)", node)}
+		}
+		// The node is powered off for the swap and boots again.
+		return "GPU 0 replaced; the node booted again", w.reboot(ctx, node, false)
 	}
 	names := make([]string, len(Faults))
 	for i, f := range Faults {
 		names[i] = f.Name
 	}
-	return "", fmt.Errorf("unknown fault %q; known: %s", fault, strings.Join(names, ", "))
+	return "", &BadRequestError{fmt.Sprintf("unknown fault %q; known: %s", fault, strings.Join(names, ", "))}
 }
 
 func (w *World) hasNode(node string) bool {
@@ -105,7 +120,7 @@ func (w *World) setCondition(ctx context.Context, node, typ, message string) err
 // blocked on a dead NFS server or the GPU driver does.
 func (w *World) injectDState(ctx context.Context, node string) (string, error) {
 	pod, err := w.Cluster.CreatePod(ctx, localcluster.PodSpec{Namespace: workloadNS, NodeName: node,
-		Name:        fmt.Sprintf("preprocess-%d", time.Now().Unix()%100000),
+		Name:        fmt.Sprintf("preprocess-%d", w.next()),
 		Annotations: map[string]string{notify.AnnotationOwner: researchers[1].Email}})
 	if err != nil {
 		return "", err
@@ -115,8 +130,8 @@ func (w *World) injectDState(ctx context.Context, node string) (string, error) {
 		return "", fmt.Errorf("delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	if root := w.Roots[node]; root != nil {
-		return fmt.Sprintf("pid 4242 (python3) in D state, from deleted pod %s/%s (uid %s)", pod.Namespace, pod.Name, uid),
-			root.StuckProcess(4242, "python3", uid)
+		return fmt.Sprintf("a python3 process in D state, from deleted pod %s/%s (uid %s)", pod.Namespace, pod.Name, uid),
+			root.StuckProcess(4000+w.next(), "python3", uid)
 	}
 	return "condition PodProcessesStuck=True", w.setCondition(ctx, node, v1alpha1.ConditionPodProcessesStuck,
 		fmt.Sprintf("%s: 1 process in D; pod %s", v1alpha1.ReasonDStateOrphans, uid))

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ const scrapeInterval = 500 * time.Millisecond
 // startMonitoring starts the node-condition exporter, the dcgm-exporter
 // stand-in, Alertmanager (routing to the alertbridge) and Prometheus
 // (scraping all of them and the components, evaluating the shipped rules).
-// The components' ports are in w.ports; they start after.
+// The components' addresses are in w.scrape already; they start after.
 func (w *World) startMonitoring(ctx context.Context) error {
 	dir := filepath.Join(w.opts.Dir, "monitoring")
 	for _, d := range []string{filepath.Join(dir, "prometheus"), filepath.Join(dir, "alertmanager")} {
@@ -39,7 +40,7 @@ func (w *World) startMonitoring(ctx context.Context) error {
 		return err
 	}
 	w.DCGM = localcluster.NewDCGMExporter()
-	w.stoppers = append(w.stoppers, func() error { w.DCGM.Close(); return nil })
+	w.onStop(func() error { w.DCGM.Close(); return nil })
 
 	amConfig, err := w.alertmanagerConfig()
 	if err != nil {
@@ -49,7 +50,7 @@ func (w *World) startMonitoring(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.stoppers = append(w.stoppers, am.Stop)
+	w.onStop(am.Stop)
 	w.AlertmanagerURL = am.URL
 
 	rules, err := w.ruleFile()
@@ -73,7 +74,7 @@ func (w *World) startMonitoring(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.stoppers = append(w.stoppers, prom.Stop)
+	w.onStop(prom.Stop)
 	w.PrometheusURL = prom.URL
 	w.say("Prometheus %s evaluates deploy/prometheus's rules (for: divided by %d); Alertmanager %s routes them to the alertbridge",
 		prom.URL, w.Speed, am.URL)
@@ -99,10 +100,16 @@ func (w *World) ruleFile() ([]byte, error) {
 	if len(pr.Spec.Groups) == 0 {
 		return nil, fmt.Errorf("%s: no rule groups", path)
 	}
-	for _, g := range pr.Spec.Groups {
-		rules, _ := g["rules"].([]any)
-		for _, r := range rules {
-			rule, _ := r.(map[string]any)
+	for gi, g := range pr.Spec.Groups {
+		rules, ok := g["rules"].([]any)
+		if !ok || len(rules) == 0 {
+			return nil, fmt.Errorf("%s: spec.groups[%d].rules: none", path, gi)
+		}
+		for ri, r := range rules {
+			rule, ok := r.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("%s: spec.groups[%d].rules[%d]: not a mapping", path, gi, ri)
+			}
 			if f, ok := rule["for"].(string); ok {
 				rule["for"] = scaleDuration(f, w.Speed)
 			}
@@ -127,10 +134,17 @@ func (w *World) alertmanagerConfig() (string, error) {
 	scaleTree(tree, w.Speed, map[string]bool{"matchers": true})
 	found := false
 	receivers, _ := tree["receivers"].([]any)
-	for _, r := range receivers {
-		hooks, _ := r.(map[string]any)["webhook_configs"].([]any)
-		for _, h := range hooks {
-			hook := h.(map[string]any)
+	for ri, r := range receivers {
+		recv, ok := r.(map[string]any)
+		if !ok {
+			return "", fmt.Errorf("%s: receivers[%d]: not a mapping", path, ri)
+		}
+		hooks, _ := recv["webhook_configs"].([]any)
+		for hi, h := range hooks {
+			hook, ok := h.(map[string]any)
+			if !ok {
+				return "", fmt.Errorf("%s: receivers[%d].webhook_configs[%d]: not a mapping", path, ri, hi)
+			}
 			hook["url"] = "http://" + w.bridgeAddr + "/webhook"
 			hook["http_config"] = map[string]any{"authorization": map[string]any{"type": "Bearer",
 				"credentials_file": filepath.Join(w.opts.Dir, "webhook-token")}}
@@ -163,7 +177,7 @@ func (w *World) startNodeConditionExporter() (string, error) {
 		fmt.Fprint(rw, nodeConditionMetrics(nodes.Items))
 	})}
 	go func() { _ = srv.Serve(ln) }()
-	w.stoppers = append(w.stoppers, func() error { return srv.Close() })
+	w.onStop(func() error { return srv.Close() })
 	return ln.Addr().String(), nil
 }
 
@@ -172,6 +186,7 @@ func (w *World) startNodeConditionExporter() (string, error) {
 func nodeConditionMetrics(nodes []corev1.Node) string {
 	var b strings.Builder
 	b.WriteString("# HELP kube_node_status_condition The condition of a cluster node.\n# TYPE kube_node_status_condition gauge\n")
+	nodes = slices.Clone(nodes)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for _, n := range nodes {
 		for _, c := range n.Status.Conditions {

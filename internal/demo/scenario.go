@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -21,7 +22,7 @@ import (
 // demo in another process.
 type Injector interface {
 	Inject(ctx context.Context, fault, node string) (string, error)
-	IdleNotebooks(ctx context.Context) ([]string, error)
+	IdleNotebooks(ctx context.Context) ([]Notebook, error)
 }
 
 // Scenario is a story the demo can tell.
@@ -65,13 +66,21 @@ type Session struct {
 	Node string
 	// Nodes are all the nodes it acted on.
 	Nodes []string
-	// Notebooks are the idle scenario's pods.
+	// Notebooks are the idle scenario's Deployments, namespace/name: the
+	// first is left idle, the second snoozed.
 	Notebooks []string
+
+	// start is when Run began: operations and issues from before it belong
+	// to an earlier story.
+	start time.Time
 }
 
 // Run runs the scenario: it injects, then prints the timeline until the
 // story has ended or ctx ends.
 func (sc Scenario) Run(ctx context.Context, s *Session) error {
+	// Whole seconds: the API server and GitHub keep creation times in
+	// seconds, and an object made in this second belongs to this story.
+	s.start = time.Now().Truncate(time.Second)
 	if err := s.Timeline.Prime(ctx); err != nil {
 		return err
 	}
@@ -123,7 +132,7 @@ func runXid(ctx context.Context, s *Session) error {
 		if err != nil || n.Spec.Unschedulable {
 			return false, err
 		}
-		return s.issuesClosed(ctx, s.Node)
+		return s.issuesClosed(ctx, s.Node, "KubemedicGPUXidError")
 	})
 	if err != nil {
 		return err
@@ -133,6 +142,9 @@ func runXid(ctx context.Context, s *Session) error {
 }
 
 func runEscalate(ctx context.Context, s *Session) error {
+	if len(s.Info.NPDNodes) < 2 {
+		return fmt.Errorf("escalate needs two nodes with NPD (the second one), the demo has %d (--npd-nodes)", len(s.Info.NPDNodes))
+	}
 	s.Node = s.Info.NPDNodes[1]
 	s.Nodes = []string{s.Node}
 	if err := s.inject(ctx, "broken-gpu", s.Node); err != nil {
@@ -153,7 +165,8 @@ func runEscalate(ctx context.Context, s *Session) error {
 	fmt.Fprintf(s.Out, `
 Handed to a person: node %[1]s is quarantined, and issue #%[2]d lists every attempt (%[3]s).
 Closing the issue does not release the node: kubemedic never touches a quarantined node again.
-After the GPU is replaced, the documented manual step (docs/runbooks.md, KubemedicNodeQuarantined) is:
+Replace the GPU (in the demo: kubemedic demo inject replace-gpu %[1]s), then take the documented
+manual step (docs/runbooks.md, KubemedicNodeQuarantined):
 
     kubectl taint node %[1]s %[4]s-
     kubectl uncordon %[1]s
@@ -166,7 +179,6 @@ func runNFSStorm(ctx context.Context, s *Session) error {
 	n := (len(all)*60 + 99) / 100
 	s.Nodes = all[:n]
 	s.Node = s.Nodes[0]
-	started := time.Now()
 	for _, node := range s.Nodes {
 		if err := s.inject(ctx, "nfs", node); err != nil {
 			return err
@@ -191,7 +203,7 @@ func runNFSStorm(ctx context.Context, s *Session) error {
 	}
 	disruptive := 0
 	for _, op := range ops.Items {
-		if op.Spec.Policy == "nfs-mounts" && op.CreationTimestamp.After(started) {
+		if op.Spec.Policy == "nfs-mounts" && !op.CreationTimestamp.Time.Before(s.start) {
 			disruptive++
 		}
 	}
@@ -201,47 +213,62 @@ func runNFSStorm(ctx context.Context, s *Session) error {
 }
 
 func runIdle(ctx context.Context, s *Session) error {
-	names, err := s.Inject.IdleNotebooks(ctx)
+	nbs, err := s.Inject.IdleNotebooks(ctx)
 	if err != nil {
 		return err
 	}
-	s.Notebooks = names
-	s.Timeline.line("inject", "pod/"+names[0], "a notebook whose GPU dcgm-exporter reports 0.5% busy; and "+names[1])
+	if len(nbs) != 2 {
+		return fmt.Errorf("the demo started %d notebooks, want 2", len(nbs))
+	}
+	idle, kept := nbs[0], nbs[1]
+	s.Notebooks = []string{idle.Namespace + "/" + idle.Deployment, kept.Namespace + "/" + kept.Deployment}
+	s.Timeline.line("inject", "pod/"+idle.Pod, "a Jupyter notebook whose GPU dcgm-exporter reports 0.5% busy, on "+idle.Node)
+	s.Timeline.line("inject", "pod/"+kept.Pod, "another, on "+kept.Node)
 	snoozed := false
 	err = s.until(ctx, "the first notebook to be stopped", func(ctx context.Context) (bool, error) {
 		if !snoozed {
 			var p corev1.Pod
-			ns, name, _ := strings.Cut(names[1], "/")
-			if err := s.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
-				return false, err
+			if err := s.Kube.Get(ctx, client.ObjectKey{Namespace: kept.Namespace, Name: kept.Pod}, &p); err != nil {
+				return false, fmt.Errorf("get pod %s/%s: %w", kept.Namespace, kept.Pod, err)
 			}
 			if p.Annotations[v1alpha1.AnnotationReclaimNotice] != "" {
 				until := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
-				patch := client.RawPatch("application/merge-patch+json", []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationReclaimSnoozeUntil, until)))
+				patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationReclaimSnoozeUntil, until)))
 				if err := s.Kube.Patch(ctx, &p, patch); err != nil {
-					return false, err
+					return false, fmt.Errorf("snooze pod %s/%s: %w", kept.Namespace, kept.Pod, err)
 				}
-				s.Timeline.line("snooze", "pod/"+names[1], "its owner snoozes it: kubectl annotate pod "+name+" "+v1alpha1.AnnotationReclaimSnoozeUntil+"="+until)
+				s.Timeline.line("snooze", "pod/"+kept.Pod, "its owner snoozes it: kubectl annotate pod -n "+kept.Namespace+" "+kept.Pod+" "+v1alpha1.AnnotationReclaimSnoozeUntil+"="+until)
 				snoozed = true
 			}
 		}
-		ns, name, _ := strings.Cut(names[0], "/")
-		dep := strings.Join(strings.Split(name, "-")[:3], "-")
-		var d appsv1.Deployment
-		if err := s.Kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: dep}, &d); err != nil {
-			return false, err
-		}
-		return d.Spec.Replicas != nil && *d.Spec.Replicas == 0, nil
+		replicas, err := s.replicas(ctx, idle)
+		return err == nil && replicas == 0, err
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Out, "\nThe idle notebook was stopped (its Deployment scaled to 0; the old count is in %s); the snoozed one keeps its GPU.\n", v1alpha1.AnnotationReclaimedReplicas)
+	if replicas, err := s.replicas(ctx, kept); err != nil || replicas == 0 {
+		return fmt.Errorf("the snoozed notebook %s/%s was stopped too (replicas %d, %v)", kept.Namespace, kept.Deployment, replicas, err)
+	}
+	fmt.Fprintf(s.Out, "\nThe idle notebook was stopped (Deployment %s scaled to 0; the old count is in its %s annotation); the snoozed one keeps its GPU.\n",
+		idle.Deployment, v1alpha1.AnnotationReclaimedReplicas)
 	return nil
 }
 
+// replicas is the notebook's Deployment's desired replicas.
+func (s *Session) replicas(ctx context.Context, nb Notebook) (int32, error) {
+	var d appsv1.Deployment
+	if err := s.Kube.Get(ctx, client.ObjectKey{Namespace: nb.Namespace, Name: nb.Deployment}, &d); err != nil {
+		return 0, fmt.Errorf("get deployment %s/%s: %w", nb.Namespace, nb.Deployment, err)
+	}
+	if d.Spec.Replicas == nil {
+		return 1, nil
+	}
+	return *d.Spec.Replicas, nil
+}
+
 func runDState(ctx context.Context, s *Session) error {
-	s.Node = s.Info.NPDNodes[2%len(s.Info.NPDNodes)]
+	s.Node = s.Info.NPDNodes[len(s.Info.NPDNodes)-1] // the last: xid and escalate take the first two
 	s.Nodes = []string{s.Node}
 	if err := s.inject(ctx, "dstate", s.Node); err != nil {
 		return err
@@ -264,7 +291,8 @@ func (s *Session) node(ctx context.Context, name string) (*corev1.Node, error) {
 	return &n, nil
 }
 
-// lastOp is the newest NodeOperation of policy on node, or nil.
+// lastOp is the newest NodeOperation of policy on node made in this story,
+// or nil.
 func (s *Session) lastOp(ctx context.Context, node, policy string) (*v1alpha1.NodeOperation, error) {
 	var ops v1alpha1.NodeOperationList
 	if err := s.Kube.List(ctx, &ops); err != nil {
@@ -273,14 +301,18 @@ func (s *Session) lastOp(ctx context.Context, node, policy string) (*v1alpha1.No
 	var last *v1alpha1.NodeOperation
 	for i := range ops.Items {
 		op := &ops.Items[i]
-		if op.Spec.NodeName == node && op.Spec.Policy == policy && (last == nil || !op.CreationTimestamp.Before(&last.CreationTimestamp)) {
+		if op.Spec.NodeName != node || op.Spec.Policy != policy || op.CreationTimestamp.Time.Before(s.start) {
+			continue
+		}
+		if last == nil || !op.CreationTimestamp.Before(&last.CreationTimestamp) {
 			last = op
 		}
 	}
 	return last, nil
 }
 
-// Issues lists the GitHub stand-in's issues whose body names node.
+// Issues lists the issues filed in this story whose title or body names
+// node (any node when empty).
 func (s *Session) Issues(ctx context.Context, node string) ([]*github.Issue, error) {
 	owner, name, _ := strings.Cut(s.Info.GitHubRepo, "/")
 	all, _, err := s.Timeline.GitHub.Issues.ListByRepo(ctx, owner, name, &github.IssueListByRepoOptions{State: "all", ListOptions: github.ListOptions{PerPage: 100}})
@@ -289,6 +321,9 @@ func (s *Session) Issues(ctx context.Context, node string) ([]*github.Issue, err
 	}
 	var out []*github.Issue
 	for _, is := range all {
+		if is.GetCreatedAt().Time.Before(s.start) {
+			continue
+		}
 		if node == "" || strings.Contains(is.GetBody(), node) || strings.Contains(is.GetTitle(), node) {
 			out = append(out, is)
 		}
@@ -296,18 +331,24 @@ func (s *Session) Issues(ctx context.Context, node string) ([]*github.Issue, err
 	return out, nil
 }
 
-// issuesClosed: at least one issue names node, and all that do are closed.
-func (s *Session) issuesClosed(ctx context.Context, node string) (bool, error) {
+// issuesClosed: this story filed an issue of alertname about node, and
+// every one is closed.
+func (s *Session) issuesClosed(ctx context.Context, node, alertname string) (bool, error) {
 	issues, err := s.Issues(ctx, node)
-	if err != nil || len(issues) == 0 {
+	if err != nil {
 		return false, err
 	}
+	filed := false
 	for _, is := range issues {
+		if !strings.Contains(is.GetTitle()+is.GetBody(), alertname) {
+			continue
+		}
+		filed = true
 		if is.GetState() != "closed" {
 			return false, nil
 		}
 	}
-	return true, nil
+	return filed, nil
 }
 
 // openIssue is the open issue of alertname that names node, or nil.

@@ -10,7 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
@@ -20,11 +23,12 @@ const simulatorPoll = 300 * time.Millisecond
 
 // opDuration is how long an operation takes on a real 8-GPU node, which the
 // simulator waits (divided by the demo's speed) before playing its effect:
-// a reset waits for the GPU's processes to exit and takes about a minute
-// and a half; a reboot of a large server with 1-2 TiB of RAM takes about 8
-// minutes to POST and boot; a remount seconds.
+// a reset first waits for the GPU's processes to exit (the evicted pods'
+// 30 s grace period, often more) and the reset itself takes up to a minute
+// on an H100, about 3 minutes in all; a reboot of a large server with 1-2
+// TiB of RAM takes about 8 minutes to POST and boot; a remount seconds.
 var opDuration = map[string]time.Duration{
-	"reset-gpu":   90 * time.Second,
+	"reset-gpu":   3 * time.Minute,
 	"reboot":      8 * time.Minute,
 	"remount-nfs": 30 * time.Second,
 }
@@ -32,7 +36,7 @@ var opDuration = map[string]time.Duration{
 // defaultOpDuration is the duration of any other operation.
 const defaultOpDuration = 30 * time.Second
 
-// The simulator is the only pretend part of the demo: kwok marks operation
+// The simulator stands in for the nodes themselves: kwok marks operation
 // pods Running but runs nothing, so the simulator plays what each
 // operation would have done to the node and ends the pod, the way the
 // kubelet would report it:
@@ -51,8 +55,8 @@ const defaultOpDuration = 30 * time.Second
 //
 // It also ticks every fake root's uptime.
 func (w *World) simulate(ctx context.Context) {
-	done := map[string]bool{}      // pod UIDs handled
-	seen := map[string]time.Time{} // when a Running pod was first seen
+	played := map[string]podResult{} // pods whose operation was played, until they end
+	seen := map[string]time.Time{}   // when a Running pod was first seen
 	t := time.NewTicker(simulatorPoll)
 	defer t.Stop()
 	tick := 0
@@ -77,31 +81,56 @@ func (w *World) simulate(ctx context.Context) {
 			}
 			continue
 		}
+		running := map[string]bool{}
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			uid := string(p.UID)
-			if done[uid] || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 				continue
 			}
-			if _, ok := seen[uid]; !ok {
-				seen[uid] = time.Now()
+			running[uid] = true
+			res, done := played[uid]
+			if !done {
+				if _, ok := seen[uid]; !ok {
+					seen[uid] = time.Now()
+				}
+				d, ok := opDuration[p.Labels[v1alpha1.LabelTemplate]]
+				if !ok {
+					d = defaultOpDuration
+				}
+				if time.Since(seen[uid]) < d/time.Duration(w.Speed) {
+					continue
+				}
+				// Played once: a failed status write is retried on the
+				// next poll without playing the operation again.
+				res.ok, res.msg = w.play(ctx, p)
+				played[uid] = res
 			}
-			d, ok := opDuration[p.Labels[v1alpha1.LabelTemplate]]
-			if !ok {
-				d = defaultOpDuration
+			if err := finishPod(ctx, w.Cluster.Client, p, res.ok, res.msg); err != nil && ctx.Err() == nil {
+				w.say("simulator: end pod %s/%s (retried): %v", p.Namespace, p.Name, err)
 			}
-			if time.Since(seen[uid]) < d/time.Duration(w.Speed) {
-				continue
+		}
+		for uid := range played {
+			if !running[uid] {
+				delete(played, uid)
 			}
-			done[uid] = true
-			delete(seen, uid)
-			ok, msg := w.play(ctx, p)
-			if err := finishPod(ctx, w.Cluster.Client, p, ok, msg); err != nil && ctx.Err() == nil {
-				w.say("simulator: end pod %s: %v", p.Name, err)
+		}
+		for uid := range seen {
+			if !running[uid] {
+				delete(seen, uid)
 			}
 		}
 	}
 }
+
+// podResult is how a played operation ends its pod.
+type podResult struct {
+	ok  bool
+	msg string
+}
+
+// recordResetTimeout bounds kubemedic-detect --record-reset.
+const recordResetTimeout = 10 * time.Second
 
 // play applies the operation of pod p to its node and says whether it
 // succeeded, with the message its container would have printed last.
@@ -119,6 +148,8 @@ func (w *World) play(ctx context.Context, p *corev1.Pod) (bool, string) {
 			return false, fmt.Sprintf("reset-gpu: nvidia-smi -r -i %s: GPU Reset couldn't run because GPU %s is in use by another client (simulated fault)", bus, bus)
 		}
 		if root != nil {
+			ctx, cancel := context.WithTimeout(ctx, recordResetTimeout)
+			defer cancel()
 			cmd := exec.CommandContext(ctx, filepath.Join(w.opts.BinDir, "kubemedic-detect"), "xid", "--record-reset="+bus,
 				"--root="+root.Dir, "--state-dir="+filepath.Join(root.Dir, rootStateDir))
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -181,9 +212,9 @@ func (w *World) reboot(ctx context.Context, node string, faulty bool) error {
 func (w *World) clearCondition(ctx context.Context, node, typ string) error {
 	var n corev1.Node
 	if err := w.Cluster.Client.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
-		return err
+		return fmt.Errorf("get node %s: %w", node, err)
 	}
-	if c := findCondition(&n, typ); c == nil || c.Status == corev1.ConditionFalse {
+	if c := localcluster.FindNodeCondition(&n, corev1.NodeConditionType(typ)); c == nil || c.Status == corev1.ConditionFalse {
 		return nil
 	}
 	return w.Cluster.ClearNodeCondition(ctx, node, typ, okReason[typ], "simulated: healthy again")
@@ -200,15 +231,6 @@ var okReason = map[string]string{
 	v1alpha1.ConditionNetworkInterfaceDown: "InterfacesUp",
 }
 
-func findCondition(n *corev1.Node, typ string) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if string(n.Status.Conditions[i].Type) == typ {
-			return &n.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 func podEnv(p *corev1.Pod, name string) string {
 	for _, c := range p.Spec.Containers {
 		for _, e := range c.Env {
@@ -220,8 +242,24 @@ func podEnv(p *corev1.Pod, name string) string {
 	return ""
 }
 
-// finishPod ends the pod as the kubelet reports a finished container.
+// finishPod ends the pod as the kubelet reports a finished container,
+// reading it again on a conflict (kwok writes its status too).
 func finishPod(ctx context.Context, c client.Client, p *corev1.Pod, ok bool, msg string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur corev1.Pod
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), &cur); err != nil {
+			return err
+		}
+		if cur.UID != p.UID || cur.Status.Phase != corev1.PodRunning {
+			return nil // gone, replaced or ended meanwhile
+		}
+		return c.Status().Update(ctx, endedPod(&cur, ok, msg))
+	})
+}
+
+// endedPod is p with its containers terminated: exit 0 and Succeeded, or
+// exit 1 and Failed, with msg as the termination message.
+func endedPod(p *corev1.Pod, ok bool, msg string) *corev1.Pod {
 	phase, code, reason := corev1.PodSucceeded, int32(0), "Completed"
 	if !ok {
 		phase, code, reason = corev1.PodFailed, 1, "Error"
@@ -237,5 +275,5 @@ func finishPod(ctx context.Context, c client.Client, p *corev1.Pod, ok bool, msg
 				ExitCode: code, Reason: reason, Message: msg, StartedAt: now, FinishedAt: now}},
 		})
 	}
-	return c.Status().Update(ctx, p)
+	return p
 }

@@ -45,8 +45,6 @@ type Timeline struct {
 	Repo   string
 	Slack  Slack
 	Out    io.Writer
-	// Nodes limits node lines to these nodes; empty means all.
-	Nodes map[string]bool
 
 	start    time.Time
 	conds    map[string]string // node/type -> status+reason
@@ -64,18 +62,17 @@ func NewTimeline(kube client.Client, info Info, slack Slack, out io.Writer) (*Ti
 		return nil, fmt.Errorf("read the GitHub token: %w", err)
 	}
 	gh := github.NewClient(nil).WithAuthToken(strings.TrimSpace(string(tok)))
-	u, err := url.Parse(info.GitHubURL)
+	u, err := url.Parse(strings.TrimSuffix(info.GitHubURL, "/") + "/")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("GitHub URL %q: %w", info.GitHubURL, err)
 	}
 	gh.BaseURL = u
 	return &Timeline{Kube: kube, GitHub: gh, Repo: info.GitHubRepo, Slack: slack, Out: out}, nil
 }
 
 // Timeline makes a timeline of this world, in process.
-func (w *World) Timeline(out io.Writer) *Timeline {
-	t, _ := NewTimeline(w.Cluster.Client, w.Info(w.Cluster.Kubeconfig), worldSlack{w}, out)
-	return t
+func (w *World) Timeline(out io.Writer) (*Timeline, error) {
+	return NewTimeline(w.Cluster.Client, w.Info(w.Cluster.Kubeconfig), worldSlack{w}, out)
 }
 
 // Prime reads the current state without printing it, so that Run prints
@@ -140,9 +137,6 @@ func (t *Timeline) pollNodes(ctx context.Context) error {
 	}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if len(t.Nodes) > 0 && !t.Nodes[n.Name] {
-			continue
-		}
 		for _, c := range n.Status.Conditions {
 			if _, ours := v1alpha1.ConditionReasons[string(c.Type)]; !ours {
 				continue
@@ -189,9 +183,6 @@ func (t *Timeline) pollOps(ctx context.Context) error {
 	sort.Slice(ops.Items, func(i, j int) bool { return ops.Items[i].CreationTimestamp.Before(&ops.Items[j].CreationTimestamp) })
 	for i := range ops.Items {
 		op := &ops.Items[i]
-		if len(t.Nodes) > 0 && !t.Nodes[op.Spec.NodeName] {
-			continue
-		}
 		phase := string(op.Status.Phase)
 		if phase == "" {
 			phase = string(v1alpha1.PhasePending)

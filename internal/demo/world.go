@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -134,14 +135,17 @@ type World struct {
 	opts  Options
 	start time.Time
 	out   *lockedWriter
+	nfs   *nfsServer
 
+	// mu guards the fields below; Start appends to stoppers before any
+	// other goroutine runs, and holds it too.
 	mu       sync.Mutex
 	procs    []*localcluster.Process
 	stoppers []func() error
 	faulty   map[string]bool // nodes whose GPU resets fail and whose Xid returns after a reboot
 	bootSeq  map[string]int  // simulated nodes' boot counters
 	slackLog []SlackMessage
-	nfs      *nfsServer
+	seq      int // names of the pods and processes inject makes
 	// bridgeAddr is the alertbridge's listen address.
 	bridgeAddr string
 	scrape     []scrapeTarget
@@ -194,7 +198,7 @@ func Start(ctx context.Context, o Options) (_ *World, err error) {
 		return nil, err
 	}
 	w.Cluster = cl
-	w.stoppers = append(w.stoppers, cl.Stop)
+	w.onStop(cl.Stop)
 
 	if err := w.createNodes(ctx); err != nil {
 		return nil, err
@@ -224,15 +228,27 @@ func Start(ctx context.Context, o Options) (_ *World, err error) {
 	simCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); w.simulate(simCtx) }()
-	w.stoppers = append(w.stoppers, func() error { cancel(); <-done; return nil })
+	w.onStop(func() error { cancel(); <-done; return nil })
 	if err := w.startControl(); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// Elapsed is the time since Start began.
-func (w *World) Elapsed() time.Duration { return time.Since(w.start) }
+// next returns a number no earlier call returned, for unique names.
+func (w *World) next() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq++
+	return w.seq
+}
+
+// onStop adds f to what Stop runs, in reverse order.
+func (w *World) onStop(f func() error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stoppers = append(w.stoppers, f)
+}
 
 // Stop stops everything, in the reverse order of starting.
 func (w *World) Stop() error {
@@ -270,13 +286,15 @@ func (w *World) createNodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.stoppers = append(w.stoppers, w.nfs.Close)
+	w.onStop(w.nfs.Close)
 	for i, name := range w.Nodes {
 		boot := simBootID(name, 1)
 		if i < w.opts.NPDNodes {
-			gpus := 8
-			if q, ok := nodes[i].Status.Capacity["nvidia.com/gpu"]; ok && w.opts.MIGEvery == 0 {
-				gpus = int(q.Value())
+			// nvidia-smi lists the physical GPUs, MIG or not: GPU feature
+			// discovery's count.
+			gpus, err := strconv.Atoi(nodes[i].Labels["nvidia.com/gpu.count"])
+			if err != nil {
+				return fmt.Errorf("node %s: label nvidia.com/gpu.count: %w", name, err)
 			}
 			r, err := NewFakeRoot(filepath.Join(w.opts.Dir, "nodes", name), name, gpus, w.nfs.Addr())
 			if err != nil {
@@ -298,8 +316,15 @@ func (w *World) createNodes(ctx context.Context) error {
 }
 
 func migEvery(k int) string {
-	if k <= 0 {
-		return "none"
+	switch {
+	case k <= 0:
+		return "none is"
+	case k == 1:
+		return "node is"
+	case k == 2:
+		return "2nd node is"
+	case k == 3:
+		return "3rd node is"
 	}
 	return fmt.Sprintf("%dth node is", k)
 }
@@ -366,9 +391,8 @@ func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 }
 
 // nfsServer is the NFS server of the demo's mounts: a TCP listener the nfs
-// check connects to. Stopping it is an NFS outage.
+// check connects to.
 type nfsServer struct {
-	mu   sync.Mutex
 	addr string
 	ln   net.Listener
 }
@@ -395,13 +419,4 @@ func acceptLoop(ln net.Listener) {
 
 func (s *nfsServer) Addr() string { return s.addr }
 
-func (s *nfsServer) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln == nil {
-		return nil
-	}
-	err := s.ln.Close()
-	s.ln = nil
-	return err
-}
+func (s *nfsServer) Close() error { return s.ln.Close() }

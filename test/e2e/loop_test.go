@@ -60,7 +60,9 @@ func runScenario(t *testing.T, w *demo.World, name string) *demo.Session {
 	sc, err := demo.FindScenario(name)
 	require.NoError(t, err)
 	out := &testsupport.SyncBuffer{}
-	s := &demo.Session{Info: w.Info(w.Cluster.Kubeconfig), Kube: w.Cluster.Client, Inject: w, Timeline: w.Timeline(out), Out: out}
+	tl, err := w.Timeline(out)
+	require.NoError(t, err)
+	s := &demo.Session{Info: w.Info(w.Cluster.Kubeconfig), Kube: w.Cluster.Client, Inject: w, Timeline: tl, Out: out}
 	ctx, cancel := context.WithTimeout(context.Background(), sc.Timeout)
 	defer cancel()
 	begin := time.Now()

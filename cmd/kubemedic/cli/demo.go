@@ -49,11 +49,14 @@ accounts:
 
 Operation pods do not run on kwok nodes: a node simulator plays their effect
 (a GPU reset records the reset, a reboot changes the boot ID) after the time
-the operation takes on a real node. It is the only pretend part.
+the operation takes on a real node. It, the conditions of the nodes without
+NPD, and the node metrics kube-state-metrics and dcgm-exporter would export
+are the pretend parts (docs/demo.md lists what is real).
 
-Every duration of the policies, the alert rules and the routing is divided by
---speed (60: "for: 2m" holds 2 s), and maintenance windows are removed, so a
-story takes seconds. In another terminal:
+The durations of the policies, the alert rules' for:, Alertmanager's routing
+and NPD's --min-duration are divided by --speed (60: "for: 2m" holds 2 s),
+and maintenance windows are removed, so a story takes seconds. In another
+terminal:
 
   kubemedic demo scenario xid|escalate|nfs-storm|idle|dstate
   kubemedic demo inject <fault> <node>
@@ -68,6 +71,8 @@ control plane, NPD, Prometheus and Alertmanager from 'make testbin'
 (KUBEMEDIC_TESTBIN or hack/testbin.sh --print).`,
 		Example: `  make demo
   kubemedic demo --nodes 32 --speed 30`,
+		// A mistyped subcommand must not start a demo.
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.nodes < 1 || o.npdNodes < 1 || o.speed < 1 {
 				return fmt.Errorf("--nodes, --npd-nodes and --speed must be at least 1")
@@ -139,12 +144,13 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	if migEvery == 0 {
 		migEvery = -1
 	}
+	fmt.Fprintf(out, "Logs, configs and the fake node roots go to %s\n", dir)
 	w, err := demo.Start(ctx, demo.Options{RepoRoot: root, BinDir: o.binDir, Dir: dir, Nodes: o.nodes,
 		NPDNodes: min(o.npdNodes, o.nodes), MIGEvery: migEvery, Speed: o.speed, Out: out,
 		GitHubRepo: o.githubRepo, GitHubTokenFile: o.githubTokenFile, GitHubURL: o.githubURL,
 		SlackTokenFile: o.slackTokenFile, SlackChannel: o.slackChannel})
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (logs in %s)", err, filepath.Join(dir, "logs"))
 	}
 	defer func() {
 		fmt.Fprintln(out, "Stopping everything")
@@ -185,8 +191,34 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 Slack messages appear below, prefixed with slack>. Press Ctrl-C to stop and tear everything down.
 `, o.kubeconfig, filepath.Join(w.Cluster.BinDir, "kubectl"), w.PageURL, w.PrometheusURL, w.AlertmanagerURL, kcFlag,
 		strings.Join(scenarioNames(), ", "), strings.Join(faultNames(), ", "), strings.Join(w.NPDNodes(), ", "))
-	<-ctx.Done()
-	return nil
+	return waitDemo(ctx, w)
+}
+
+// waitDemo waits for Ctrl-C, or for a process of the demo to die, which
+// ends the demo: a demo without its remediator or NPD tells no story.
+func waitDemo(ctx context.Context, w *demo.World) error {
+	died := make(chan error, 1)
+	for _, p := range w.Processes() {
+		go func() {
+			select {
+			case <-p.Done():
+				select {
+				case died <- p.Exited():
+				default:
+				}
+			case <-ctx.Done():
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-died:
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 }
 
 // demoStatePath is the state file of the demo whose kubeconfig is path.
@@ -210,9 +242,15 @@ func faultNames() []string {
 	return out
 }
 
-// connectDemo finds the running demo of kubeconfig (default: the default
-// demo) and a client of its API server.
+// connectDemo finds the running demo of kubeconfig: the flag, else
+// $KUBECONFIG when a demo's state file is next to it, else the default
+// demo. It returns a client of the demo's API server.
 func connectDemo(kubeconfig string) (demo.Client, client.Client, error) {
+	if env := os.Getenv("KUBECONFIG"); kubeconfig == "" && env != "" && !strings.Contains(env, string(os.PathListSeparator)) {
+		if _, err := os.Stat(demoStatePath(env)); err == nil {
+			kubeconfig = env
+		}
+	}
 	if kubeconfig == "" {
 		kubeconfig = defaultDemoKubeconfig()
 	}
@@ -257,7 +295,7 @@ func newDemoInjectCommand(stdout, stderr io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the demo's kubeconfig (default $TMPDIR/kubemedic-demo.kubeconfig)")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the demo's kubeconfig (default $KUBECONFIG when it is a demo's, else $TMPDIR/kubemedic-demo.kubeconfig)")
 	return cmd
 }
 
@@ -293,7 +331,7 @@ func newDemoScenarioCommand(stdout, stderr io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the demo's kubeconfig (default $TMPDIR/kubemedic-demo.kubeconfig)")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the demo's kubeconfig (default $KUBECONFIG when it is a demo's, else $TMPDIR/kubemedic-demo.kubeconfig)")
 	return cmd
 }
 
