@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -125,8 +126,14 @@ func runXid(ctx context.Context, s *Session) error {
 	}
 	err := s.until(ctx, "the GPU reset to be verified, the node uncordoned and the issue closed", func(ctx context.Context) (bool, error) {
 		op, err := s.lastOp(ctx, s.Node, "gpu-xid-reset")
-		if err != nil || op == nil || op.Status.Phase != v1alpha1.PhaseSucceeded {
+		if err != nil {
 			return false, err
+		}
+		if op == nil {
+			return false, s.breakerHolds(ctx, "gpu-xid-reset")
+		}
+		if op.Status.Phase != v1alpha1.PhaseSucceeded {
+			return false, nil
 		}
 		n, err := s.node(ctx, s.Node)
 		if err != nil || n.Spec.Unschedulable {
@@ -283,6 +290,22 @@ func runDState(ctx context.Context, s *Session) error {
 	})
 }
 
+// breakerHolds returns an error saying why when policy's breaker is open:
+// the story cannot go on until it closes.
+func (s *Session) breakerHolds(ctx context.Context, policy string) error {
+	var p v1alpha1.RemediationPolicy
+	if err := s.Kube.Get(ctx, client.ObjectKey{Name: policy}, &p); err != nil {
+		return fmt.Errorf("get remediationpolicy %s: %w", policy, err)
+	}
+	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.PolicyBreakerOpen)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return nil
+	}
+	return fmt.Errorf("the circuit breaker of %s is open (%s), so it starts nothing: this is the breaker doing its job. "+
+		"A quarantined node that is still unhealthy counts too (after escalate: kubemedic demo inject replace-gpu, then the manual step; "+
+		"the breaker closes after its cooldown). kubemedic status shows it", policy, c.Message)
+}
+
 func (s *Session) node(ctx context.Context, name string) (*corev1.Node, error) {
 	var n corev1.Node
 	if err := s.Kube.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
@@ -311,8 +334,8 @@ func (s *Session) lastOp(ctx context.Context, node, policy string) (*v1alpha1.No
 	return last, nil
 }
 
-// Issues lists the issues filed in this story whose title or body names
-// node (any node when empty).
+// Issues lists the issues this story filed, reopened or changed, whose
+// title or body names node (any node when empty).
 func (s *Session) Issues(ctx context.Context, node string) ([]*github.Issue, error) {
 	owner, name, _ := strings.Cut(s.Info.GitHubRepo, "/")
 	all, _, err := s.Timeline.GitHub.Issues.ListByRepo(ctx, owner, name, &github.IssueListByRepoOptions{State: "all", ListOptions: github.ListOptions{PerPage: 100}})
@@ -321,7 +344,7 @@ func (s *Session) Issues(ctx context.Context, node string) ([]*github.Issue, err
 	}
 	var out []*github.Issue
 	for _, is := range all {
-		if is.GetCreatedAt().Time.Before(s.start) {
+		if is.GetUpdatedAt().Time.Before(s.start) {
 			continue
 		}
 		if node == "" || strings.Contains(is.GetBody(), node) || strings.Contains(is.GetTitle(), node) {

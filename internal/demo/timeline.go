@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-github/v60/github"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -50,6 +52,7 @@ type Timeline struct {
 	conds    map[string]string // node/type -> status+reason
 	cordoned map[string]string
 	ops      map[string]string // op -> phase
+	breakers map[string]string // policy -> BreakerOpen status and reason
 	issues   map[int]string    // number -> state
 	comments map[int]int
 	slackSeq int
@@ -106,7 +109,7 @@ func (t *Timeline) Run(ctx context.Context, done func() bool) error {
 
 func (t *Timeline) line(kind, object, text string) {
 	now := time.Now()
-	l := fmt.Sprintf("%s +%5.1fs  %-10s %-58s %s", now.Format("15:04:05"), now.Sub(t.start).Seconds(), kind, object, text)
+	l := fmt.Sprintf("%s +%5.1fs  %-16s %-58s %s", now.Format("15:04:05"), now.Sub(t.start).Seconds(), kind, object, text)
 	fmt.Fprintln(t.Out, l)
 }
 
@@ -117,11 +120,15 @@ func (t *Timeline) Poll(ctx context.Context) error {
 	}
 	if t.conds == nil {
 		t.conds, t.cordoned, t.ops, t.issues, t.comments = map[string]string{}, map[string]string{}, map[string]string{}, map[int]string{}, map[int]int{}
+		t.breakers = map[string]string{}
 	}
 	if err := t.pollNodes(ctx); err != nil {
 		return err
 	}
 	if err := t.pollOps(ctx); err != nil {
+		return err
+	}
+	if err := t.pollPolicies(ctx); err != nil {
 		return err
 	}
 	if err := t.pollIssues(ctx); err != nil {
@@ -203,6 +210,32 @@ func (t *Timeline) pollOps(ctx context.Context) error {
 			t.line(strings.ToLower(phase), "nodeoperation/"+op.Name, text)
 		}
 		t.ops[op.Name] = phase
+	}
+	return nil
+}
+
+func (t *Timeline) pollPolicies(ctx context.Context) error {
+	var pols v1alpha1.RemediationPolicyList
+	if err := t.Kube.List(ctx, &pols); err != nil {
+		return fmt.Errorf("list remediationpolicies: %w", err)
+	}
+	for _, p := range pols.Items {
+		c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.PolicyBreakerOpen)
+		if c == nil {
+			continue
+		}
+		v := string(c.Status) + " " + c.Reason
+		old, seen := t.breakers[p.Name]
+		t.breakers[p.Name] = v
+		if seen && old == v || !seen && c.Status != metav1.ConditionTrue {
+			continue
+		}
+		kind := "breaker"
+		text := "closed: " + c.Message
+		if c.Status == metav1.ConditionTrue {
+			text = "OPEN, starting nothing new: " + c.Message
+		}
+		t.line(kind, "remediationpolicy/"+p.Name, oneLine(text, 120))
 	}
 	return nil
 }
