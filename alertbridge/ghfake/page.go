@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,10 +21,13 @@ const PagePath = "/_page"
 // pageRefreshSeconds is how often the page reloads itself.
 const pageRefreshSeconds = 3
 
-// Page returns a read-only web page for people: every repository's issues,
-// newest first, with their number, title, state (and state reason),
-// labels, times, body and comments. It reloads itself every few seconds
-// and needs no JavaScript. Everything is HTML-escaped.
+// Page returns a web page for people: every repository's issues, newest
+// first, with their number, title, state (and state reason), labels, times,
+// body and comments. It reloads itself every few seconds and needs no
+// JavaScript. Everything is HTML-escaped. Each issue has a button that
+// closes (as completed) or reopens it, as a person on GitHub would: a POST
+// of repo, number and action=close|reopen, answered with a redirect to the
+// page.
 func (f *Fake) Page() http.Handler {
 	return http.HandlerFunc(f.servePage)
 }
@@ -57,8 +61,12 @@ func (f *Fake) pageData() pageData {
 }
 
 func (f *Fake) servePage(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		f.servePageAction(w, r)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
+		w.Header().Set("Allow", "GET, HEAD, POST")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
@@ -70,6 +78,29 @@ func (f *Fake) servePage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(b.Bytes())
+}
+
+// servePageAction closes or reopens an issue as a person would.
+func (f *Fake) servePageAction(w http.ResponseWriter, r *http.Request) {
+	repo, action := r.PostFormValue("repo"), r.PostFormValue("action")
+	number, err := strconv.Atoi(r.PostFormValue("number"))
+	if err != nil || (action != "close" && action != "reopen") {
+		http.Error(w, "want repo, number and action=close|reopen", http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	found := f.issue(repo, number) != nil
+	f.mu.Unlock()
+	if !found {
+		http.Error(w, "no issue "+repo+"#"+strconv.Itoa(number), http.StatusNotFound)
+		return
+	}
+	if action == "close" {
+		f.CloseIssue(repo, number, ghclient.ReasonCompleted)
+	} else {
+		f.ReopenIssue(repo, number)
+	}
+	http.Redirect(w, r, r.URL.Path, http.StatusSeeOther)
 }
 
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
@@ -104,6 +135,7 @@ pre { white-space: pre-wrap; word-wrap: break-word; background: #f6f8fa; padding
 <h1>GitHub stand-in</h1>
 <p class="meta">Every repository's issues, newest first, as of {{when .Now}}. This page reloads every {{.Refresh}} seconds.</p>
 {{- range .Repos}}
+{{- $repo := .Name}}
 <h2>{{.Name}}</h2>
 {{- if not .Issues}}
 <p>No issues.</p>
@@ -116,6 +148,8 @@ pre { white-space: pre-wrap; word-wrap: break-word; background: #f6f8fa; padding
  · opened {{when .CreatedAt}}{{if .User}} by {{.User}}{{end}}
 {{- if closed .State}} · closed {{when .ClosedAt}}{{end}}
 {{- if .Labels}} · {{range .Labels}}<span class="label">{{.}}</span>{{end}}{{end}}</p>
+<form method="post"><input type="hidden" name="repo" value="{{$repo}}"><input type="hidden" name="number" value="{{.Number}}">
+{{- if closed .State}}<button name="action" value="reopen">Reopen issue</button>{{else}}<button name="action" value="close">Close issue</button>{{end}}</form>
 {{- if .Body}}
 <pre>{{.Body}}</pre>
 {{- end}}

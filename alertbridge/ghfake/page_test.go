@@ -57,7 +57,7 @@ func TestPage(t *testing.T) {
 	require.NotContains(t, html, "<b>gpu-node-1")
 
 	require.Empty(t, f.Calls(), "the page is not an API call")
-	require.Equal(t, http.StatusMethodNotAllowed, call(t, http.MethodPost, strings.TrimSuffix(f.URL(), "/")+ghfake.PagePath, "").status)
+	require.Equal(t, http.StatusMethodNotAllowed, call(t, http.MethodPut, strings.TrimSuffix(f.URL(), "/")+ghfake.PagePath, "").status)
 
 	// The handler also works mounted elsewhere, e.g. on the demo's server.
 	rec := httptest.NewRecorder()
@@ -72,4 +72,36 @@ func TestPageWithoutRepositories(t *testing.T) {
 	page := call(t, http.MethodGet, strings.TrimSuffix(f.URL(), "/")+ghfake.PagePath, "")
 	require.Equal(t, http.StatusOK, page.status)
 	require.Contains(t, string(page.body), "No repositories.")
+}
+
+// TestPageCloseAndReopen: the page's buttons close and reopen an issue as a
+// person would; a bad form is 400, an unknown issue 404, and neither is an
+// API call.
+func TestPageCloseAndReopen(t *testing.T) {
+	f, _ := newFake(t)
+	f.AddRepo("acme/gpu-oncall")
+	n := f.AddIssue("acme/gpu-oncall", "KubemedicNodeQuarantined on gpu-node-1", "body")
+	page := strings.TrimSuffix(f.URL(), "/") + ghfake.PagePath
+	form := "application/x-www-form-urlencoded"
+	post := func(body string) int {
+		// The default client follows the 303 to the page: 200.
+		return call(t, http.MethodPost, page, body, "Content-Type", form).status
+	}
+
+	require.Contains(t, string(call(t, http.MethodGet, page, "").body), `<button name="action" value="close">Close issue</button>`)
+	require.Equal(t, http.StatusOK, post("repo=acme/gpu-oncall&number=1&action=close"))
+	iss, ok := f.Issue("acme/gpu-oncall", n)
+	require.True(t, ok)
+	require.Equal(t, ghclient.StateClosed, iss.State)
+	require.Equal(t, ghclient.ReasonCompleted, iss.StateReason)
+	require.Contains(t, string(call(t, http.MethodGet, page, "").body), `value="reopen">Reopen issue</button>`)
+
+	require.Equal(t, http.StatusOK, post("repo=acme/gpu-oncall&number=1&action=reopen"))
+	iss, _ = f.Issue("acme/gpu-oncall", n)
+	require.Equal(t, ghclient.StateOpen, iss.State)
+
+	require.Equal(t, http.StatusBadRequest, post("repo=acme/gpu-oncall&number=1&action=delete"))
+	require.Equal(t, http.StatusBadRequest, post("repo=acme/gpu-oncall&number=x&action=close"))
+	require.Equal(t, http.StatusNotFound, post("repo=acme/gpu-oncall&number=7&action=close"))
+	require.Empty(t, f.Calls(), "people's clicks are not API calls")
 }

@@ -171,7 +171,8 @@ func runEscalate(ctx context.Context, s *Session) error {
 	is, _ := s.openIssue(ctx, s.Node, "KubemedicNodeQuarantined")
 	fmt.Fprintf(s.Out, `
 Handed to a person: node %[1]s is quarantined, and issue #%[2]d lists every attempt (%[3]s).
-Closing the issue does not release the node: kubemedic never touches a quarantined node again.
+Closing the issue (its Close button on that page) does not release the node: kubemedic never
+touches a quarantined node again.
 Replace the GPU (in the demo: kubemedic demo inject replace-gpu %[1]s), then take the documented
 manual step (docs/runbooks.md, KubemedicNodeQuarantined):
 

@@ -3,8 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,9 +142,10 @@ func TestWholeLoop(t *testing.T) {
 		issues, err := s.Issues(ctx, s.Node)
 		require.NoError(t, err)
 		var handoff string
+		var handoffNumber int
 		for _, is := range issues {
 			if is.GetState() == "open" && strings.Contains(is.GetTitle()+is.GetBody(), "KubemedicNodeQuarantined") {
-				handoff = is.GetBody()
+				handoff, handoffNumber = is.GetBody(), is.GetNumber()
 			}
 		}
 		require.NotEmpty(t, handoff, "an open issue about the quarantine of %s", s.Node)
@@ -150,6 +154,19 @@ func TestWholeLoop(t *testing.T) {
 				require.Contains(t, handoff, op.Name, "the issue lists attempt %s", op.Name)
 			}
 		}
+
+		// A person closes the issue on the stand-in's page: the node stays
+		// quarantined; only the documented manual step releases it.
+		resp, err := http.PostForm(s.Info.PageURL, url.Values{"repo": {s.Info.GitHubRepo}, "number": {strconv.Itoa(handoffNumber)}, "action": {"close"}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		is, ok := w.GitHub.Issue(s.Info.GitHubRepo, handoffNumber)
+		require.True(t, ok)
+		require.Equal(t, "closed", string(is.State))
+		time.Sleep(3 * time.Second) // several remediator passes at the demo's speed
+		require.NoError(t, w.Cluster.Client.Get(ctx, client.ObjectKey{Name: s.Node}, &n))
+		require.True(t, plan.Quarantined(&n) && n.Spec.Unschedulable, "closing the issue does not release node %s", s.Node)
 	})
 }
 
