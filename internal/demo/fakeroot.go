@@ -82,7 +82,7 @@ type FakeRoot struct {
 func NewFakeRoot(dir, node string, gpus int, nfsAddr string) (*FakeRoot, error) {
 	r := &FakeRoot{Dir: dir, Node: node, nfsAddr: nfsAddr, mounted: true, lost: map[int]bool{}}
 	for i := range gpus {
-		r.GPUs = append(r.GPUs, GPU{Index: i, Bus: fmt.Sprintf("00000000:%02x:00.0", 0x18+8*i),
+		r.GPUs = append(r.GPUs, GPU{Index: i, Bus: "0000" + kernelBus(i),
 			UUID: gpuUUID(node, i)})
 	}
 	if err := os.MkdirAll(filepath.Join(dir, nfsMountPoint), 0o755); err != nil {
@@ -287,6 +287,13 @@ func (r *FakeRoot) append(p, content string) error {
 		return fmt.Errorf("node %s: %w", r.Node, err)
 	}
 	return f.Close()
+}
+
+// kernelBus is the PCI bus ID of a node's i-th GPU as the kernel log and
+// the detectors' conditions write it (4-digit domain); nvidia-smi prints it
+// with an 8-digit domain.
+func kernelBus(i int) string {
+	return fmt.Sprintf("0000:%02x:00.0", 0x18+8*i)
 }
 
 // gpuUUID is the UUID of a node's GPU, the same in nvidia-smi and on

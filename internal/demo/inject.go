@@ -51,7 +51,7 @@ func (w *World) Inject(ctx context.Context, fault, node string) (string, error) 
 		return "", &BadRequestError{fmt.Sprintf("no node %q; the nodes are %s … %s", node, w.Nodes[0], w.Nodes[len(w.Nodes)-1])}
 	}
 	root := w.Roots[node]
-	bus := fmt.Sprintf("0000:%02x:00.0", 0x18)
+	bus := kernelBus(0)
 	switch fault {
 	case "xid", "broken-gpu":
 		if fault == "broken-gpu" {
@@ -72,7 +72,7 @@ func (w *World) Inject(ctx context.Context, fault, node string) (string, error) 
 		if root != nil {
 			return "nvidia-smi lists 7 of 8 GPUs; kernel log: Xid 79", root.LoseGPU(1)
 		}
-		return "condition GPULost=True", w.setCondition(ctx, node, v1alpha1.ConditionGPULost, v1alpha1.ReasonGPUFellOffBus+": GPU 0000:20:00.0 fell off the bus (Xid 79)")
+		return "condition GPULost=True", w.setCondition(ctx, node, v1alpha1.ConditionGPULost, v1alpha1.ReasonGPUFellOffBus+": GPU "+kernelBus(1)+" fell off the bus (Xid 79)")
 	case "nfs":
 		if root != nil {
 			return "mountinfo: " + nfsMountPoint + " gone", root.SetNFSMounted(false)
