@@ -231,7 +231,7 @@ func TestAlertbridgePodSpec(t *testing.T) {
 
 	require.Equal(t, o.sa.Name, pod.ServiceAccountName)
 	require.NotNil(t, o.sa.AutomountServiceAccountToken)
-	require.False(t, *o.sa.AutomountServiceAccountToken, "the bridge needs no Kubernetes API")
+	require.False(t, *o.sa.AutomountServiceAccountToken, "no token by default: the Deployment mounts one projected token for the node history, explicitly")
 	require.NotNil(t, pod.AutomountServiceAccountToken)
 	require.False(t, *pod.AutomountServiceAccountToken)
 

@@ -74,7 +74,7 @@ Exit status: 0 when the plan ran, 1 for a failed API request, 2 for bad usage.`,
 }
 
 func runJanitorPlan(ctx context.Context, kubeconfig string, src gpuutil.Source, now time.Time, slack bool, defaultChannel, selfNS string, stdout, stderr io.Writer) int {
-	c, host, err := newReadOnlyClient(kubeconfig)
+	c, host, err := newReadOnlyClient(kubeconfig, "kubemedic-janitor-plan")
 	if err != nil {
 		fmt.Fprintf(stderr, "kubemedic janitor plan: %v\n", err)
 		return ExitInvalid

@@ -109,7 +109,7 @@ func runSimulate(ctx context.Context, paths []string, kubeconfig string, clk clo
 		fmt.Fprintf(stderr, "%d problems; nothing simulated\n", len(problems))
 		return ExitInvalid
 	}
-	c, host, err := newReadOnlyClient(kubeconfig)
+	c, host, err := newReadOnlyClient(kubeconfig, "kubemedic-policy-simulate")
 	if err != nil {
 		fmt.Fprintf(stderr, "kubemedic: %v\n", err)
 		return ExitInvalid
@@ -186,10 +186,11 @@ func loadSimulatePolicies(paths []string) ([]filePolicy, []string, []policies.Pr
 
 // newReadOnlyClient builds a client from the kubeconfig (default loading
 // rules when empty) whose transport refuses every request but GET, so that
-// no code path of simulate can change the cluster. It returns the API
-// server's address for messages.
-func newReadOnlyClient(kubeconfig string) (client.Reader, string, error) {
-	return newClient(kubeconfig, "kubemedic-policy-simulate", true)
+// no code path of a reading command (simulate, status, janitor plan) can
+// change the cluster. userAgent names the command in the API server's audit
+// log. It returns the API server's address for messages.
+func newReadOnlyClient(kubeconfig, userAgent string) (client.Reader, string, error) {
+	return newClient(kubeconfig, userAgent, true)
 }
 
 // newClient is a client of kubeconfig's cluster (or the default one) that
@@ -228,7 +229,7 @@ type readOnlyTransport struct{ next http.RoundTripper }
 
 func (r readOnlyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet {
-		return nil, fmt.Errorf("simulate is read only: refusing %s %s", req.Method, req.URL.Path)
+		return nil, fmt.Errorf("this command is read only: refusing %s %s", req.Method, req.URL.Path)
 	}
 	return r.next.RoundTrip(req)
 }

@@ -347,7 +347,7 @@ func TestReadOnlyTransport(t *testing.T) {
 	})}
 	for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		_, err := rt.RoundTrip(httptest.NewRequest(m, "https://cluster/api/v1/namespaces", nil))
-		require.EqualError(t, err, "simulate is read only: refusing "+m+" /api/v1/namespaces")
+		require.EqualError(t, err, "this command is read only: refusing "+m+" /api/v1/namespaces")
 	}
 	require.Zero(t, called)
 	resp, err := rt.RoundTrip(httptest.NewRequest(http.MethodGet, "https://cluster/api/v1/nodes", nil))
@@ -471,8 +471,8 @@ func TestSimulateOnAPIServer(t *testing.T) {
 	require.NotContains(t, out, "Paused")
 
 	// The client refuses writes even where the API server would allow them.
-	rc, _, err := newReadOnlyClient(env.Kubeconfig)
+	rc, _, err := newReadOnlyClient(env.Kubeconfig, "kubemedic-test")
 	require.NoError(t, err)
 	err = rc.(client.Writer).Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "simulate-wrote-this"}})
-	require.ErrorContains(t, err, "simulate is read only: refusing POST /api/v1/namespaces")
+	require.ErrorContains(t, err, "this command is read only: refusing POST /api/v1/namespaces")
 }

@@ -88,7 +88,7 @@ a request failed (the error names it: no status is no evidence of health);
 				}
 				clk = fixedClock(t)
 			}
-			c, host, err := newReadOnlyClient(kubeconfig)
+			c, host, err := newReadOnlyClient(kubeconfig, "kubemedic-status")
 			if err != nil {
 				fmt.Fprintf(stderr, "kubemedic status: %v\n", err)
 				return exitCode(ExitInvalid)
