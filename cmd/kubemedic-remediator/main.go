@@ -17,11 +17,14 @@ import (
 	"github.com/kubemedic/kubemedic/internal/logflag"
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/remediator/controller"
+	"github.com/kubemedic/kubemedic/remediator/stackhealth"
 )
 
 func main() {
 	var o controller.ManagerOptions
 	var logLevel, tokenFile, slackURL string
+	var stackHealth bool
+	var sh stackhealth.Options
 	fs := flag.CommandLine
 	fs.StringVar(&o.Namespace, "namespace", "kubemedic-system", "namespace of the operation pods, the admission ledger and the leader-election Lease")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader so that only one replica acts")
@@ -33,6 +36,14 @@ func main() {
 	fs.StringVar(&slackURL, "slack-api-url", "", "Slack Web API base URL (default https://slack.com/api/)")
 	fs.StringVar(&o.DefaultChannel, "slack-default-channel", "", "channel for messages about drained pods whose owner cannot be found")
 	fs.StringVar(&logLevel, "log-level", "info", logflag.Usage)
+	fs.BoolVar(&stackHealth, "stack-health", true, "set the GPU stack health conditions (GPUAllocatableMismatch, GPUStackPodNotReady, PodsStuckTerminating, MIGConfigFailed) on GPU nodes")
+	fs.StringVar(&sh.DevicePluginSelector, "stack-device-plugin-selector", stackhealth.DefaultDevicePluginSelector, "label selector of the device plugin's DaemonSet pods")
+	fs.StringVar(&sh.DCGMExporterSelector, "stack-dcgm-exporter-selector", stackhealth.DefaultDCGMExporterSelector, "label selector of dcgm-exporter's DaemonSet pods")
+	fs.DurationVar(&sh.Settings.PodNotReadyAfter, "stack-pod-not-ready-after", stackhealth.DefaultPodNotReadyAfter, "how long a device plugin or dcgm-exporter pod may be missing, not Ready or crash-looping before GPUStackPodNotReady is True")
+	fs.DurationVar(&sh.Settings.TerminatingAfter, "stack-terminating-after", stackhealth.DefaultTerminatingAfter, "how long past the end of its grace period a pod may still be terminating before PodsStuckTerminating is True")
+	fs.DurationVar(&sh.Settings.MIGPendingAfter, "stack-mig-pending-after", stackhealth.DefaultMIGPendingAfter, "how long the MIG manager may stay pending or rebooting on one configuration before MIGConfigFailed is True")
+	fs.IntVar(&sh.Settings.ExpectedGPUs, "stack-expected-gpus", 0, "GPUs per node when neither the GPU detector nor GPU feature discovery gives a count; 0: none")
+	fs.DurationVar(&sh.Period, "stack-period", stackhealth.DefaultPeriod, "how often each GPU node's stack health is checked again")
 	// controller-runtime registers --kubeconfig on flag.CommandLine.
 	flag.Parse()
 
@@ -42,6 +53,9 @@ func main() {
 		os.Exit(2)
 	}
 	ctrl.SetLogger(zap.New(zap.Level(level)))
+	if stackHealth {
+		o.StackHealth = &sh
+	}
 	log := ctrl.Log.WithName("kubemedic-remediator")
 
 	// Slack only tells people: a remediator without it still remediates.

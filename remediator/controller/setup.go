@@ -23,6 +23,7 @@ import (
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/drain"
+	"github.com/kubemedic/kubemedic/remediator/stackhealth"
 )
 
 // Options configures the remediator's controllers.
@@ -44,6 +45,9 @@ type Options struct {
 	// DefaultChannel is where those messages go for pods whose owner cannot
 	// be found (see notify.ResolveOwner); "" sends them nowhere.
 	DefaultChannel string
+	// StackHealth, when not nil, runs the GPU stack health checks
+	// (remediator/stackhealth) with these options.
+	StackHealth *stackhealth.Options
 }
 
 // Setup registers the indexes, metrics and both reconcilers with mgr.
@@ -124,6 +128,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Watches(&corev1.Node{}, onNode, builder.WithPredicates(nodeChanged())).
 		Complete(or); err != nil {
 		return fmt.Errorf("set up the operation controller: %w", err)
+	}
+	if opts.StackHealth != nil {
+		sh := *opts.StackHealth
+		if sh.Clock == nil {
+			sh.Clock = opts.Clock
+		}
+		if err := stackhealth.Setup(mgr, sh); err != nil {
+			return err
+		}
 	}
 	log.FromContext(ctx).Info("Controllers set up", "namespace", opts.Namespace, "retention", opts.Retention)
 	return nil
