@@ -340,9 +340,13 @@ func CheckTerminating(pods []corev1.Pod, s Settings, now time.Time) corev1.NodeC
 		return condition(t, v1alpha1.ReasonNoPodsStuckTerminating, corev1.ConditionFalse,
 			"no pod terminating more than %s past its grace period", s.TerminatingAfter)
 	}
+	pods1 := "pods"
+	if n == 1 {
+		pods1 = "pod"
+	}
 	return condition(t, v1alpha1.ReasonPodsStuckTerminating, corev1.ConditionTrue,
-		"%d pods terminating more than %s past their grace period; oldest %s/%s, due to be gone at %s",
-		n, s.TerminatingAfter, oldest.Namespace, oldest.Name, stamp(oldest.DeletionTimestamp.Time))
+		"%d %s terminating more than %s past the grace period; oldest %s/%s, due to be gone at %s",
+		n, pods1, s.TerminatingAfter, oldest.Namespace, oldest.Name, stamp(oldest.DeletionTimestamp.Time))
 }
 
 // ---- MIGConfigFailed ----

@@ -236,7 +236,7 @@ func TestCheckTerminating(t *testing.T) {
 		{desc: "deletionTimestamp in the future (clock skew)", pods: []corev1.Pod{mkPod("a", deleting(-time.Hour))}, status: corev1.ConditionFalse},
 		{desc: "two stuck, the oldest named", pods: []corev1.Pod{mkPod("a", deleting(11*time.Minute)), mkPod("b", deleting(2*time.Hour)), mkPod("c", deleting(time.Minute))},
 			status:  corev1.ConditionTrue,
-			message: "2 pods terminating more than 10m0s past their grace period; oldest gpu-operator/b, due to be gone at 2026-11-25T10:00:00Z"},
+			message: "2 pods terminating more than 10m0s past the grace period; oldest gpu-operator/b, due to be gone at 2026-11-25T10:00:00Z"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			c := CheckTerminating(tc.pods, settings, now)

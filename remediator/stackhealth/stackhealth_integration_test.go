@@ -130,7 +130,7 @@ func TestStackHealthOnAPIServer(t *testing.T) {
 	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Contains(t, localcluster.FindNodeCondition(n, v1alpha1.ConditionGPUStackPodNotReady).Message, dcgm.Name)
-	require.Contains(t, localcluster.FindNodeCondition(n, v1alpha1.ConditionPodsStuckTerminating).Message, "1 pods")
+	require.Contains(t, localcluster.FindNodeCondition(n, v1alpha1.ConditionPodsStuckTerminating).Message, "1 pod terminating")
 	require.Contains(t, localcluster.FindNodeCondition(n, v1alpha1.ConditionPodsStuckTerminating).Message, "team-a/stuck")
 	require.Equal(t, "allocatable nvidia.com/gpu 6 < 8 GPUs (GPU feature discovery's nvidia.com/gpu.count)",
 		localcluster.FindNodeCondition(n, v1alpha1.ConditionGPUAllocatableMismatch).Message)
