@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -46,7 +47,7 @@ func TestStackHealthOnAPIServer(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	mgr, err := controller.NewManager(ctx, env.Config, controller.ManagerOptions{
 		Options: controller.Options{
-			Namespace: "kubemedic-system", Retention: time.Hour,
+			Namespace: "kubemedic-system", Retention: time.Hour, Registry: prometheus.NewRegistry(),
 			StackHealth: &stackhealth.Options{Period: 300 * time.Millisecond, Clock: clk},
 		},
 		MetricsAddr: "0", ProbeAddr: "0",
