@@ -370,6 +370,9 @@ func TestManifestsApply(t *testing.T) {
 		"NodeOperationTemplate/restart-kubelet",
 		"NodeOperationTemplate/remount-nfs",
 		"NodeOperationTemplate/drain-only",
+		"NodeOperationTemplate/restart-device-plugin",
+		"NodeOperationTemplate/reapply-mig-config",
+		"NodeOperationTemplate/restart-containerd",
 	}
 	npd := []string{
 		"ServiceAccount/kubemedic-npd",
@@ -536,7 +539,8 @@ func TestInstallFresh(t *testing.T) {
 		names = append(names, tpl.Name)
 		require.Empty(t, tpl.Namespace)
 	}
-	require.ElementsMatch(t, []string{"reset-gpu", "reboot", "restart-kubelet", "remount-nfs", "drain-only"}, names)
+	require.ElementsMatch(t, []string{"reset-gpu", "reboot", "restart-kubelet", "remount-nfs", "drain-only",
+		"restart-device-plugin", "reapply-mig-config", "restart-containerd"}, names)
 
 	var want v1alpha1.NodeOperationTemplate
 	for _, d := range splitDocs(t, templatesDeploy, readRepoFile(t, templatesDeploy)) {

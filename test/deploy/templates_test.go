@@ -41,7 +41,7 @@ func TestOperationTemplatesIdentical(t *testing.T) {
 		templatesExample, templatesDeploy, line+1, at(a), at(b))
 }
 
-// TestOperationTemplatesSet checks the file holds the five templates the
+// TestOperationTemplatesSet checks the file holds the eight templates the
 // example policies name, each once, each with a description that names its
 // image (when it runs one) and its privileges.
 func TestOperationTemplatesSet(t *testing.T) {
@@ -78,7 +78,8 @@ func TestOperationTemplatesSet(t *testing.T) {
 		})
 	}
 	slices.Sort(names)
-	require.Equal(t, []string{"drain-only", "reboot", "remount-nfs", "reset-gpu", "restart-kubelet"}, names)
+	require.Equal(t, []string{"drain-only", "reapply-mig-config", "reboot", "remount-nfs", "reset-gpu",
+		"restart-containerd", "restart-device-plugin", "restart-kubelet"}, names)
 
 	// What the brief of each operation promises, in its script.
 	byName := map[string]v1alpha1.NodeOperationTemplateSpec{}
@@ -99,6 +100,13 @@ func TestOperationTemplatesSet(t *testing.T) {
 	require.Contains(t, script("reset-gpu"), "--query-compute-apps=pid", "refuse to reset a GPU with processes")
 	require.Contains(t, script("remount-nfs"), "/proc/1/root/etc/fstab", "remount only what the host's fstab lists")
 	require.Equal(t, v1alpha1.SuccessNone, byName["drain-only"].SuccessCriterion)
+	for _, name := range []string{"restart-device-plugin", "reapply-mig-config"} {
+		require.Contains(t, script(name), "crictl stop", name)
+		require.Contains(t, script(name), `"$count" -ne 1`, "%s: refuse unless exactly one container matches", name)
+		require.Equal(t, v1alpha1.SuccessPodSucceeded, byName[name].SuccessCriterion, name)
+	}
+	require.Contains(t, script("restart-containerd"), "systemctl restart containerd")
+	require.Contains(t, script("restart-containerd"), "KillMode", "refuse a restart that would kill every container")
 }
 
 // TestCRDKustomizationComplete checks that deploy/crds/Kustomization lists
