@@ -74,6 +74,7 @@ func TestRemediatorRBAC(t *testing.T) {
 	}
 	cluster := slices.Concat(
 		verbs("", "nodes", "get", "list", "watch", "patch", "update"),
+		verbs("", "nodes/status", "patch"),
 		verbs("", "pods", "get", "list", "watch", "delete"),
 		verbs("", "namespaces", "get"),
 		verbs("", "pods/eviction", "create"),
