@@ -92,7 +92,7 @@ control plane, NPD, Prometheus and Alertmanager from 'make testbin'
 	cmd.Flags().IntVar(&o.nodes, "nodes", 16, "number of simulated GPU nodes")
 	cmd.Flags().IntVar(&o.npdNodes, "npd-nodes", 3, "how many of them run the real node-problem-detector and kubemedic-detect")
 	cmd.Flags().IntVar(&o.migEvery, "mig-every", 4, "every k-th node exposes MIG devices instead of whole GPUs (0: none)")
-	cmd.Flags().IntVar(&o.speed, "speed", demo.DefaultSpeed, "divide every duration of the policies, alert rules and routing by this")
+	cmd.Flags().IntVar(&o.speed, "speed", demo.DefaultSpeed, "divide the durations of the policies, the alert rules' for:, the routing and NPD's --min-duration by this")
 	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the kubeconfig of the demo cluster (default $TMPDIR/kubemedic-demo.kubeconfig, or kubemedic-demo-<pid>.kubeconfig beside it while another demo holds that)")
 	cmd.Flags().StringVar(&o.binDir, "bin-dir", "", "directory of kubemedic-detect, -remediator, -alertbridge and -janitor (default: this binary's directory)")
 	cmd.Flags().StringVar(&o.repoRoot, "repo", ".", "the kubemedic checkout: deploy/ and policies/examples/ are read from it")
