@@ -128,7 +128,7 @@ func NewReconciler(c client.Client, reader client.Reader, o Options) (*Reconcile
 	return &Reconciler{
 		Client: c, Reader: reader, Clock: o.Clock, Settings: o.Settings, Period: o.Period,
 		devicePlugin: dp, dcgmExporter: dcgm,
-		since: map[sinceKey]time.Time{},
+		since: map[sinceKey]time.Time{}, notDeployed: map[string]time.Time{},
 	}, nil
 }
 
@@ -148,6 +148,9 @@ type Reconciler struct {
 	// again, which delays a fault and never invents one.
 	mu    sync.Mutex
 	since map[sinceKey]time.Time
+	// notDeployed is when a selector last matched no pod in the cluster,
+	// by selector; also guarded by mu. See deployed.
+	notDeployed map[string]time.Time
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -254,13 +257,32 @@ func (r *Reconciler) check(ctx context.Context, node *corev1.Node) ([]corev1.Nod
 	return conds, nil
 }
 
-// deployed says whether any pod in the cluster matches sel.
+// deployed says whether any pod in the cluster matches sel. A "no" is
+// kept for one Period: where a DaemonSet is not deployed at all, every GPU
+// node asks on every pass, and the API server answers a label-selector
+// LIST that matches nothing by reading every pod in etcd. A "yes" is not
+// kept: it is asked only for a node that misses its own pod, and is cheap
+// (the first match ends the list).
 func (r *Reconciler) deployed(ctx context.Context, sel labels.Selector) (bool, error) {
+	key := sel.String()
+	r.mu.Lock()
+	at, ok := r.notDeployed[key]
+	r.mu.Unlock()
+	if ok && r.Clock.Since(at) < r.Period {
+		return false, nil
+	}
 	var list corev1.PodList
 	if err := r.Reader.List(ctx, &list, client.MatchingLabelsSelector{Selector: sel}, client.Limit(1)); err != nil {
 		return false, fmt.Errorf("list pods %s: %w", sel, err)
 	}
-	return len(list.Items) > 0, nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(list.Items) > 0 {
+		delete(r.notDeployed, key)
+		return true, nil
+	}
+	r.notDeployed[key] = r.Clock.Now()
+	return false, nil
 }
 
 // write patches the conditions whose status, reason or message changed, in

@@ -1,0 +1,73 @@
+package stackhealth
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// TestNotDeployedListedOncePerPeriod checks the API cost of a DaemonSet
+// that is not deployed: the cluster-wide LIST that finds no pod is made once
+// per selector and period, not once per node and pass (at 5,000 nodes that
+// was 10,000 LISTs reading every pod in etcd every 30 s), while a "yes" is
+// asked again each time.
+func TestNotDeployedListedOncePerPeriod(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
+	var objs []client.Object
+	for _, name := range []string{"gpu-0", "gpu-1", "gpu-2"} {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelGPUCount: "8"}}})
+	}
+	clusterLists := 0
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(objs...).WithStatusSubresource(objs...).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			var lo client.ListOptions
+			lo.ApplyOptions(opts)
+			if lo.FieldSelector == nil {
+				clusterLists++
+			}
+			return c.List(ctx, list, opts...)
+		}}).Build()
+	r, err := NewReconciler(c, c, Options{Clock: clk})
+	require.NoError(t, err)
+	pass := func() {
+		t.Helper()
+		for _, o := range objs {
+			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: o.GetName()}})
+			require.NoError(t, err)
+			require.Equal(t, DefaultPeriod, res.RequeueAfter)
+		}
+	}
+
+	pass()
+	require.Equal(t, 2, clusterLists, "one LIST per selector for three nodes")
+	clk.Step(DefaultPeriod / 2)
+	pass()
+	require.Equal(t, 2, clusterLists, "within the period: no LIST")
+	clk.Step(DefaultPeriod / 2)
+	pass()
+	require.Equal(t, 4, clusterLists, "a period later: asked again")
+
+	// The device plugin runs on a node that is not checked: deployed, so
+	// the three nodes miss theirs, and each asks again.
+	require.NoError(t, c.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "gpu-operator", Name: "nvidia-device-plugin-daemonset-x", Labels: map[string]string{"app": "nvidia-device-plugin-daemonset"}},
+		Spec:       corev1.PodSpec{NodeName: "other"},
+	}))
+	clk.Step(DefaultPeriod)
+	pass()
+	require.Equal(t, 4+3+1, clusterLists, "a yes is not kept; the no of dcgm-exporter is")
+	require.Len(t, r.notDeployed, 1)
+}
