@@ -14,7 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
 // TestNotDeployedListedOncePerPeriod checks the API cost of a DaemonSet
@@ -70,4 +73,40 @@ func TestNotDeployedListedOncePerPeriod(t *testing.T) {
 	pass()
 	require.Equal(t, 4+3+1, clusterLists, "a yes is not kept; the no of dcgm-exporter is")
 	require.Len(t, r.notDeployed, 1)
+}
+
+// TestOwnWritesQueueNothing checks the node predicate: the reconciler's own
+// conditions coming back do not queue the node again (a second LIST of its
+// pods for every write); any other condition's change, and labels, do.
+func TestOwnWritesQueueNothing(t *testing.T) {
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"},
+	}}}
+	with := func(mut func(n *corev1.Node)) *corev1.Node {
+		n := old.DeepCopy()
+		mut(n)
+		return n
+	}
+	p := nodeChanged()
+	for _, tc := range []struct {
+		desc string
+		new  *corev1.Node
+		want bool
+	}{
+		{"own conditions added", with(func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions,
+				corev1.NodeCondition{Type: v1alpha1.ConditionGPUStackPodNotReady, Status: corev1.ConditionFalse},
+				corev1.NodeCondition{Type: v1alpha1.ConditionGPUAllocatableMismatch, Status: corev1.ConditionFalse},
+				corev1.NodeCondition{Type: v1alpha1.ConditionPodsStuckTerminating, Status: corev1.ConditionFalse},
+				corev1.NodeCondition{Type: v1alpha1.ConditionMIGConfigFailed, Status: corev1.ConditionFalse})
+		}), false},
+		{"heartbeat only", with(func(n *corev1.Node) { n.Status.Conditions[0].LastHeartbeatTime = metav1.Now() }), false},
+		{"Ready changed", with(func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }), true},
+		{"GPULost added", with(func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: v1alpha1.ConditionGPULost, Status: corev1.ConditionFalse})
+		}), true},
+		{"label changed", with(func(n *corev1.Node) { n.Labels = map[string]string{LabelMIGConfigState: "pending"} }), true},
+	} {
+		require.Equal(t, tc.want, p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: tc.new}), tc.desc)
+	}
 }

@@ -373,22 +373,29 @@ func nodeChanged() predicate.Predicate {
 	}
 }
 
+// ownConditions are the conditions this reconciler writes: a change of
+// them alone is its own write coming back (or one that the next periodic
+// pass corrects) and queues nothing, so a write costs no second check.
+var ownConditions = map[corev1.NodeConditionType]bool{
+	v1alpha1.ConditionGPUAllocatableMismatch: true, v1alpha1.ConditionGPUStackPodNotReady: true,
+	v1alpha1.ConditionPodsStuckTerminating: true, v1alpha1.ConditionMIGConfigFailed: true,
+}
+
+// conditionsChanged says whether a condition other than ownConditions
+// appeared, went or changed its status, reason or message.
 func conditionsChanged(a, b []corev1.NodeCondition) bool {
-	if len(a) != len(b) {
-		return true
-	}
 	type key struct {
 		status          corev1.ConditionStatus
 		reason, message string
 	}
-	m := make(map[corev1.NodeConditionType]key, len(a))
-	for _, c := range a {
-		m[c.Type] = key{c.Status, c.Reason, c.Message}
-	}
-	for _, c := range b {
-		if k, ok := m[c.Type]; !ok || k != (key{c.Status, c.Reason, c.Message}) {
-			return true
+	index := func(cs []corev1.NodeCondition) map[corev1.NodeConditionType]key {
+		m := make(map[corev1.NodeConditionType]key, len(cs))
+		for _, c := range cs {
+			if !ownConditions[c.Type] {
+				m[c.Type] = key{c.Status, c.Reason, c.Message}
+			}
 		}
+		return m
 	}
-	return false
+	return !maps.Equal(index(a), index(b))
 }
