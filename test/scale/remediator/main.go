@@ -21,6 +21,16 @@
 //     remediator's own rest_client_requests_total delta by method (target:
 //     no periodic LISTs).
 //
+// With -stack-health it also measures the GPU stack health checks: a first
+// remediator with --stack-health=false gives the baseline steady state and
+// peak RSS; the one measured after it runs the checks with their defaults
+// (period 30s), and the program reports the first pass (every node written
+// once), then per pass in the steady state: reconcile time, the
+// remediator's requests by method, the API server's pod and node requests,
+// and the remediator's writes (target 0). -stack-pods (default true) gives
+// each node a device plugin and a dcgm-exporter pod; without them every
+// node misses both and the checks ask whether the DaemonSets are deployed.
+//
 // Building the cluster takes most of the time: on 2 cores about 5 minutes
 // to create the pods, 15 for kwok to mark them Running and 5 more until kwok
 // stops retrying stale pod-status patches (which the steady state must not
@@ -89,6 +99,8 @@ type config struct {
 	workers            int
 	bin                string
 	keep               bool
+	stackHealth        bool
+	stackPods          bool
 }
 
 func main() {
@@ -102,6 +114,9 @@ func main() {
 	flag.IntVar(&c.workers, "workers", 32, "concurrent creates of pods")
 	flag.StringVar(&c.bin, "bin", "", "kubemedic-remediator binary (default: go build it)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the remediator's log and print its path")
+	flag.BoolVar(&c.stackHealth, "stack-health", false, "measure the GPU stack health checks: a first steady state with the remediator's --stack-health=false, then the rest with "+
+		"--stack-health=true and the default options (period 30s), reporting the first pass, API requests and node-status writes per pass, and peak RSS of both")
+	flag.BoolVar(&c.stackPods, "stack-pods", true, "with -stack-health: one device plugin and one dcgm-exporter pod per node (the GPU Operator's default labels)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -192,9 +207,17 @@ func run(ctx context.Context, c config) error {
 		names[i] = n.Name
 	}
 	t0 = time.Now()
-	created, err := createPods(ctx, cs, names, c.podsPerNode, c.workers)
+	created, err := createPods(ctx, cs, names, c.podsPerNode, c.workers, benchPod)
 	if err != nil {
 		return err
+	}
+	if c.stackHealth && c.stackPods {
+		n, err := createPods(ctx, cs, names, 2, c.workers, stackPod)
+		if err != nil {
+			return err
+		}
+		created += n
+		rep.add("", "with -stack-pods: %d of them the device plugin's and dcgm-exporter's, one of each per node", n)
 	}
 	podsTook := time.Since(t0)
 	scaleutil.Logf("%d pods created in %s", created, podsTook.Round(time.Second))
@@ -218,8 +241,35 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 
+	// Settle: let the first reconciles (every object is new to the
+	// remediator) finish.
+	settle := 20 * time.Second
+	if c.stackHealth {
+		// The baseline: the same remediator without the checks.
+		rem, err := startRemediator(ctx, c.bin, env.Kubeconfig, work, "--stack-health=false")
+		if err != nil {
+			return err
+		}
+		if err := rem.waitReady(ctx, 10*time.Minute); err != nil {
+			rem.stop()
+			return err
+		}
+		scaleutil.Logf("baseline remediator (--stack-health=false, pid %d) ready; settling for %s", rem.pid(), settle)
+		if err := scaleutil.Sleep(ctx, settle); err != nil {
+			rem.stop()
+			return err
+		}
+		if _, err := steadyState(ctx, env, rem, c.steady, "without checks", rep); err != nil {
+			rem.stop()
+			return err
+		}
+		hwm, _ := rem.procStatus("VmHWM")
+		rep.add("without checks", "remediator --stack-health=false: VmHWM (peak RSS) %s", scaleutil.MiB(hwm))
+		rem.stop()
+	}
+
 	// The remediator, as its own process.
-	rem, err := startRemediator(ctx, c.bin, env.Kubeconfig, work)
+	rem, err := startRemediator(ctx, c.bin, env.Kubeconfig, work, fmt.Sprintf("--stack-health=%t", c.stackHealth))
 	if err != nil {
 		return err
 	}
@@ -229,20 +279,27 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	readyTook := time.Since(t0)
+	if c.stackHealth {
+		if err := firstPass(ctx, cs, rem, len(names), t0, rep); err != nil {
+			return err
+		}
+	}
 	hwmAtReady, _ := rem.procStatus("VmHWM")
 	scaleutil.Logf("remediator (pid %d) ready in %s, VmHWM %s", rem.pid(), readyTook.Round(time.Millisecond), scaleutil.MiB(hwmAtReady))
 	rep.add("remediator", "pid %d, /readyz (caches synced) %s after exec; VmHWM then %s", rem.pid(), readyTook.Round(time.Millisecond), scaleutil.MiB(hwmAtReady))
 
-	// Let the first reconciles (every object is new to the remediator) settle.
-	settle := 20 * time.Second
 	scaleutil.Logf("settling for %s", settle)
 	if err := scaleutil.Sleep(ctx, settle); err != nil {
 		return err
 	}
 
 	// Steady state.
-	if err := steadyState(ctx, env, rem, c.steady, rep); err != nil {
+	w, err := steadyState(ctx, env, rem, c.steady, "steady state", rep)
+	if err != nil {
 		return err
+	}
+	if c.stackHealth {
+		stackHealthPasses(w, len(names), rep)
 	}
 
 	// Decision latency.
@@ -289,9 +346,13 @@ func run(ctx context.Context, c config) error {
 
 // createPods creates perNode pods bound to each node with a bounded pool of
 // workers, in podNamespaces namespaces.
-func createPods(ctx context.Context, cs kubernetes.Interface, nodes []string, perNode, workers int) (int, error) {
-	for i := range podNamespaces {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("team-%02d", i)}}
+func createPods(ctx context.Context, cs kubernetes.Interface, nodes []string, perNode, workers int, build func(node string, i, j int) *corev1.Pod) (int, error) {
+	for i := range podNamespaces + 1 {
+		name := fmt.Sprintf("team-%02d", i)
+		if i == podNamespaces {
+			name = stackNamespace
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return 0, err
 		}
@@ -309,7 +370,7 @@ func createPods(ctx context.Context, cs kubernetes.Interface, nodes []string, pe
 	for range workers {
 		wg.Go(func() {
 			for i := range work {
-				pod := benchPod(nodes[i/perNode], i/perNode, i%perNode)
+				pod := build(nodes[i/perNode], i/perNode, i%perNode)
 				var err error
 				for attempt := 0; attempt < 5; attempt++ {
 					_, err = cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
@@ -390,6 +451,126 @@ func benchPod(node string, i, j int) *corev1.Pod {
 	}
 }
 
+// stackNamespace holds the GPU Operator's pods of -stack-pods.
+const stackNamespace = "gpu-operator"
+
+// stackPod is the device plugin's (j 0) or dcgm-exporter's (j 1) pod on
+// node, labelled as the GPU Operator labels them (the remediator's default
+// selectors).
+func stackPod(node string, _, j int) *corev1.Pod {
+	app := map[int]string{0: "nvidia-device-plugin-daemonset", 1: "nvidia-dcgm-exporter"}[j]
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: stackNamespace,
+			Name:      app + "-" + node[len(node)-4:],
+			Labels:    map[string]string{"app": app, "kubemedic.io/bench": "true"},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "DaemonSet", Name: app,
+				UID: "00000000-0000-4000-8000-000000000001", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:    node,
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name: "main", Image: "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}},
+			}},
+		},
+	}
+}
+
+// firstPass waits until the remediator started at start has made as many
+// writes as there are nodes (on a fresh cluster every GPU node gets its
+// first stack health conditions: this is the first full pass) and reports
+// how long it took and the requests and reconciles it made.
+func firstPass(ctx context.Context, cs kubernetes.Interface, rem *remediator, nodes int, start time.Time, rep *report) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		m, err := rem.metrics(ctx)
+		if err != nil {
+			return err
+		}
+		n := m.sum("controller_runtime_reconcile_total", map[string]string{"controller": "stackhealth"})
+		if int(m.sum("rest_client_requests_total", map[string]string{"method": "PATCH"})) >= nodes {
+			took := time.Since(start)
+			rep.add("stack health", "first pass: %d nodes written %s after exec, %.0f reconciles; remediator requests by method then (every controller): %s; reconcile time (one worker, summed) %s",
+				nodes, took.Round(100*time.Millisecond), n,
+				byMethod(m, nil, 1), time.Duration(m.sum("controller_runtime_reconcile_time_seconds_sum", map[string]string{"controller": "stackhealth"})*float64(time.Second)).Round(time.Millisecond))
+			list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				return err
+			}
+			with := 0
+			for _, n := range list.Items {
+				if slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == v1alpha1.ConditionGPUStackPodNotReady }) {
+					with++
+				}
+			}
+			rep.add("", "  then %d of %d nodes have the %s condition", with, len(list.Items), v1alpha1.ConditionGPUStackPodNotReady)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("stack health: %.0f of %d nodes reconciled 10m after start", n, nodes)
+		}
+		if err := scaleutil.Sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// byMethod formats the remediator's rest_client_requests_total (minus
+// before's, when not nil) by method and code, divided by div.
+func byMethod(after, before samples, div float64) string {
+	m := map[string]float64{}
+	for _, d := range after.delta(before, "rest_client_requests_total") {
+		if d.value > 0 {
+			m[d.labels["method"]+" "+d.labels["code"]] += d.value
+		}
+	}
+	var parts []string
+	for _, k := range slices.Sorted(mapsKeys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %.4g", k, m[k]/div))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// stackHealthPasses reports the steady state window w per stack health
+// pass: a pass is one reconcile of every node.
+func stackHealthPasses(w window, nodes int, rep *report) {
+	sh := map[string]string{"controller": "stackhealth"}
+	recs := w.rem1.sum("controller_runtime_reconcile_total", sh) - w.rem0.sum("controller_runtime_reconcile_total", sh)
+	if recs == 0 {
+		rep.add("stack health", "no stack health reconciles in the steady state")
+		return
+	}
+	passes := recs / float64(nodes)
+	secs := w.rem1.sum("controller_runtime_reconcile_time_seconds_sum", sh) - w.rem0.sum("controller_runtime_reconcile_time_seconds_sum", sh)
+	rep.add("stack health", "steady state %s: %.0f reconciles = %.2f passes of %d nodes; reconcile time per pass (one worker, summed) %s, %s per node",
+		w.d, recs, passes, nodes, time.Duration(secs/passes*float64(time.Second)).Round(time.Millisecond), time.Duration(secs/recs*float64(time.Second)).Round(time.Microsecond))
+	rep.add("", "  remediator requests per pass by method and code (every controller): %s", byMethod(w.rem1, w.rem0, passes))
+	var parts []string
+	for _, d := range w.api1.delta(w.api0, "apiserver_request_total") {
+		k := d.labels
+		if d.value <= 0 || k["resource"] != "pods" && !(k["resource"] == "nodes" && k["verb"] != "WATCH") {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s%s %.4g", k["verb"], k["resource"], map[bool]string{true: "/" + k["subresource"]}[k["subresource"] != ""], d.value/passes))
+	}
+	slices.Sort(parts)
+	rep.add("", "  kube-apiserver pod and node requests per pass, every client: %s", strings.Join(parts, ", "))
+	writes := 0.0
+	for _, d := range w.rem1.delta(w.rem0, "rest_client_requests_total") {
+		if m := d.labels["method"]; m != "GET" && d.value > 0 {
+			writes += d.value
+		}
+	}
+	rep.verdict(writes == 0, "stack health: no node-status writes in steady state: %.0f writes by the remediator in %.2f passes", writes, passes)
+}
+
 // waitPodWritesQuiet waits until no pod status is written for 15 s: at
 // 100,000 pods kwok goes on patching pod status for many minutes after it
 // has marked them all Running, and the steady state must not count that,
@@ -467,35 +648,41 @@ func setupPolicy(ctx context.Context, c client.Client, forDur time.Duration) err
 	return nil
 }
 
+// window is the metrics at the start and end of a steady state.
+type window struct {
+	api0, api1, rem0, rem1 samples
+	d                      time.Duration
+}
+
 // steadyState counts API requests while nothing but kwok writes.
-func steadyState(ctx context.Context, env *localcluster.Cluster, rem *remediator, d time.Duration, rep *report) error {
+func steadyState(ctx context.Context, env *localcluster.Cluster, rem *remediator, d time.Duration, title string, rep *report) (window, error) {
 	scaleutil.Logf("steady state: counting API requests for %s", d)
 	apiBefore, err := apiserverMetrics(ctx, env.Clientset)
 	if err != nil {
-		return err
+		return window{}, err
 	}
 	remBefore, err := rem.metrics(ctx)
 	if err != nil {
-		return err
+		return window{}, err
 	}
 	cpuBefore, err := rem.cpuTime()
 	if err != nil {
-		return err
+		return window{}, err
 	}
 	if err := scaleutil.Sleep(ctx, d); err != nil {
-		return err
+		return window{}, err
 	}
 	cpuAfter, err := rem.cpuTime()
 	if err != nil {
-		return err
+		return window{}, err
 	}
 	remAfter, err := rem.metrics(ctx)
 	if err != nil {
-		return err
+		return window{}, err
 	}
 	apiAfter, err := apiserverMetrics(ctx, env.Clientset)
 	if err != nil {
-		return err
+		return window{}, err
 	}
 
 	// The API server's view: every client.
@@ -535,7 +722,7 @@ func steadyState(ctx context.Context, env *localcluster.Cluster, rem *remediator
 			lists += byVR[k]
 		}
 	}
-	rep.add("steady state", "%s: kube-apiserver requests by verb and resource, every client (kwok, this program, the API server's own", d)
+	rep.add(title, "%s: kube-apiserver requests by verb and resource, every client (kwok, this program, the API server's own", d)
 	rep.add("", "loopback informers and repair loops, the remediator); a WATCH counts when it ends:")
 	for i := 0; i < len(parts); i += 4 {
 		rep.add("", "  %s", strings.Join(parts[i:min(i+4, len(parts))], "; "))
@@ -585,7 +772,7 @@ func steadyState(ctx context.Context, env *localcluster.Cluster, rem *remediator
 	rep.verdict(remLists == 0, "no periodic LISTs: at most %.0f LISTs by the remediator in %s of steady state (its GETs, LIST+WATCH+GET: %.0f; "+
 		"LISTs of nodes, pods, configmaps and kubemedic objects at the API server, any client: %.0f)", remLists, d, gets, lists)
 	rep.verdict(total-gets == 0, "no writes by the remediator in steady state: %.0f", total-gets)
-	return nil
+	return window{api0: apiBefore, api1: apiAfter, rem0: remBefore, rem1: remAfter, d: d}, nil
 }
 
 func mapsKeys(m map[string]float64) func(func(string) bool) {
@@ -791,7 +978,7 @@ type remediator struct {
 	metricsURL, readyURL string
 }
 
-func startRemediator(ctx context.Context, bin, kubeconfig, dir string) (*remediator, error) {
+func startRemediator(ctx context.Context, bin, kubeconfig, dir string, extra ...string) (*remediator, error) {
 	mport, err := localcluster.FreePort()
 	if err != nil {
 		return nil, err
@@ -805,13 +992,13 @@ func startRemediator(ctx context.Context, bin, kubeconfig, dir string) (*remedia
 	proc, err := localcluster.StartProcess(ctx, localcluster.ProcessSpec{
 		Name: "kubemedic-remediator",
 		Path: bin,
-		Args: []string{
+		Args: append([]string{
 			"--kubeconfig=" + kubeconfig,
 			"--leader-elect=false",
 			"--metrics-bind-address=" + maddr,
 			"--health-probe-bind-address=" + paddr,
 			"--namespace=" + opNamespace,
-		},
+		}, extra...),
 		LogPath:     filepath.Join(dir, "kubemedic-remediator.log"),
 		StopTimeout: 10 * time.Second,
 	})
