@@ -281,3 +281,20 @@ func TestSmallHelpers(t *testing.T) {
 	require.Equal(t, "500ms", formatDuration(500*time.Millisecond))
 	require.Equal(t, "90s", formatDuration(90*time.Second))
 }
+
+// TestInjectRefusesUnknown: an unknown node or fault is the caller's error
+// (BadRequestError, 400 on the control server), naming what exists; a GPU
+// replacement on a node without a broken GPU too. None touches the cluster.
+func TestInjectRefusesUnknown(t *testing.T) {
+	w := &World{Nodes: []string{"gpu-node-000", "gpu-node-001"}, faulty: map[string]bool{}}
+	var bad *BadRequestError
+	_, err := w.Inject(t.Context(), "xid", "gpu-node-999")
+	require.ErrorAs(t, err, &bad)
+	require.ErrorContains(t, err, `no node "gpu-node-999"; the nodes are gpu-node-000 … gpu-node-001`)
+	_, err = w.Inject(t.Context(), "meltdown", "gpu-node-000")
+	require.ErrorAs(t, err, &bad)
+	require.ErrorContains(t, err, `unknown fault "meltdown"; known: xid, xid-reboot, broken-gpu`)
+	_, err = w.Inject(t.Context(), "replace-gpu", "gpu-node-001")
+	require.ErrorAs(t, err, &bad)
+	require.ErrorContains(t, err, "has no broken GPU")
+}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -42,38 +40,15 @@ type Alertmanager struct {
 // until this program dies). The caller stops it with Stop and removes dir.
 // When the binary is missing the error says to run `make testbin`.
 func NewAlertmanager(ctx context.Context, dir, configYAML string, extraArgs ...string) (*Alertmanager, error) {
-	bin, err := Binary(AlertmanagerBinary)
+	url, p, err := startConfigured(ctx, configuredServer{
+		binary: AlertmanagerBinary, dir: dir, configFile: "alertmanager.yml", configYAML: configYAML,
+		storageFlag: "--storage.path", readyTimeout: alertmanagerReadyTimeout,
+		ownArgs: []string{
+			"--cluster.listen-address=", // no gossip: one instance, no port 9094
+			"--log.level=debug",
+		},
+	}, extraArgs)
 	if err != nil {
-		return nil, err
-	}
-	cfg := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(cfg, []byte(configYAML), 0o600); err != nil {
-		return nil, fmt.Errorf("write alertmanager.yml: %w", err)
-	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	args := append([]string{
-		"--config.file=" + cfg,
-		"--storage.path=" + filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
-		"--web.external-url=" + url,
-		"--cluster.listen-address=", // no gossip: one instance, no port 9094
-		"--log.level=debug",
-	}, extraArgs...)
-	p, err := StartProcess(context.Background(), ProcessSpec{
-		Name:    "alertmanager",
-		Path:    bin,
-		Args:    args,
-		LogPath: filepath.Join(dir, "alertmanager.log"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := p.WaitHTTPOK(ctx, url+"/-/ready", alertmanagerReadyTimeout); err != nil {
-		_ = p.Stop()
 		return nil, err
 	}
 	return &Alertmanager{URL: url, Dir: dir, proc: p}, nil

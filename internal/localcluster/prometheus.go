@@ -40,39 +40,67 @@ type Prometheus struct {
 // dies). The caller stops it with Stop and removes dir. When the binary is
 // missing the error says to run `make testbin`.
 func NewPrometheus(ctx context.Context, dir, configYAML string, extraArgs ...string) (*Prometheus, error) {
-	bin, err := Binary(PrometheusBinary)
+	url, p, err := startConfigured(ctx, configuredServer{
+		binary: PrometheusBinary, dir: dir, configFile: "prometheus.yml", configYAML: configYAML,
+		storageFlag: "--storage.tsdb.path", readyTimeout: prometheusReadyTimeout,
+	}, extraArgs)
 	if err != nil {
 		return nil, err
 	}
-	cfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfg, []byte(configYAML), 0o600); err != nil {
-		return nil, fmt.Errorf("write prometheus.yml: %w", err)
+	return &Prometheus{URL: url, Dir: dir, proc: p}, nil
+}
+
+// configuredServer is a Prometheus-style server: a config file, a data
+// directory, --web.listen-address, --web.external-url and /-/ready, as
+// Prometheus and Alertmanager both have.
+type configuredServer struct {
+	binary, dir, configFile, configYAML string
+	// storageFlag names the data directory flag (--storage.tsdb.path,
+	// --storage.path).
+	storageFlag string
+	// ownArgs come after the common flags and before the caller's.
+	ownArgs      []string
+	readyTimeout time.Duration
+}
+
+// startConfigured writes the config into dir, starts the binary on a free
+// 127.0.0.1 port with its data in dir/data and its log in dir/<binary>.log,
+// and waits, within ctx, until it answers /-/ready. It returns the base URL.
+func startConfigured(ctx context.Context, s configuredServer, extraArgs []string) (string, *Process, error) {
+	bin, err := Binary(s.binary)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg := filepath.Join(s.dir, s.configFile)
+	if err := os.WriteFile(cfg, []byte(s.configYAML), 0o600); err != nil {
+		return "", nil, fmt.Errorf("write %s: %w", s.configFile, err)
 	}
 	port, err := FreePort()
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	args := append([]string{
 		"--config.file=" + cfg,
-		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		s.storageFlag + "=" + filepath.Join(s.dir, "data"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port),
 		"--web.external-url=" + url,
-	}, extraArgs...)
+	}, s.ownArgs...)
+	args = append(args, extraArgs...)
 	p, err := StartProcess(context.Background(), ProcessSpec{
-		Name:    "prometheus",
+		Name:    s.binary,
 		Path:    bin,
 		Args:    args,
-		LogPath: filepath.Join(dir, "prometheus.log"),
+		LogPath: filepath.Join(s.dir, s.binary+".log"),
 	})
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	if err := p.WaitHTTPOK(ctx, url+"/-/ready", prometheusReadyTimeout); err != nil {
+	if err := p.WaitHTTPOK(ctx, url+"/-/ready", s.readyTimeout); err != nil {
 		_ = p.Stop()
-		return nil, err
+		return "", nil, err
 	}
-	return &Prometheus{URL: url, Dir: dir, proc: p}, nil
+	return url, p, nil
 }
 
 // PID is the Prometheus process' ID, e.g. to read its memory from /proc.
