@@ -8,7 +8,11 @@
 #
 # Prometheus and Alertmanager live in sibling directories keyed by their own
 # versions and are symlinked into the main directory, so that bumping one of
-# them rebuilds only it (and bumping Kubernetes does not rebuild them). The
+# them rebuilds only it (and bumping Kubernetes does not rebuild them). So do
+# the third-party CRDs the tests install (Cluster API's Cluster, Machine,
+# MachineSet and MachineHealthCheck from its module, Metal3's BareMetalHost
+# generated with controller-gen from its Go types): the directory
+# thirdparty-crds in the main directory links to them. The
 # keys carry versions only: after changing how something is built (tags,
 # flags), run `make clean-testbin`.
 #
@@ -24,6 +28,11 @@ NPD_VERSION=${NPD_VERSION:-v1.36.0}
 # Prometheus 3.x is published as module versions v0.3xx.y (v0.316.0 is 3.16.0).
 PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
 ALERTMANAGER_VERSION=${ALERTMANAGER_VERSION:-v0.35.0}
+# Third-party CRDs. Metal3 publishes only its apis module (Go types, no YAML),
+# so its CRD is generated with controller-gen, the Makefile's version.
+CAPI_VERSION=${CAPI_VERSION:-v1.14.2}
+METAL3_APIS_VERSION=${METAL3_APIS_VERSION:-v0.10.2}
+CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.20.0}
 
 # The directory name carries every version, so changing one builds a fresh set.
 KEY="k8s-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_npd-${NPD_VERSION}"
@@ -31,13 +40,16 @@ CACHE_ROOT=${KUBEMEDIC_TESTBIN_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/kubemedic/t
 DIR="$CACHE_ROOT/$KEY"
 PROM_DIR="$CACHE_ROOT/prometheus-${PROMETHEUS_VERSION}"
 AM_DIR="$CACHE_ROOT/alertmanager-${ALERTMANAGER_VERSION}"
+CRD_DIR="$CACHE_ROOT/crds-capi-${CAPI_VERSION}_metal3-${METAL3_APIS_VERSION}_controller-gen-${CONTROLLER_GEN_VERSION}"
+# The CRD files taken from Cluster API's module (core/config/crd/bases).
+CAPI_CRDS=(clusters machines machinesets machinehealthchecks)
 
 if [[ "${1:-}" == "--print" ]]; then
   echo "$DIR"
   exit 0
 fi
 
-mkdir -p "$DIR" "$PROM_DIR" "$AM_DIR"
+mkdir -p "$DIR" "$PROM_DIR" "$AM_DIR" "$CACHE_ROOT"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kubemedic-testbin.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
@@ -234,6 +246,43 @@ build_alertmanager() {
     && mv "$WORK/alertmanager-bin/alertmanager" "$WORK/alertmanager-bin/amtool" "$AM_DIR/"
 }
 
+# controller_gen prints the path of controller-gen ${CONTROLLER_GEN_VERSION}:
+# $CONTROLLER_GEN when set (the Makefile's), else the one `make tools`
+# installs, else one built into $WORK.
+controller_gen() {
+  local cg=${CONTROLLER_GEN:-${XDG_CACHE_HOME:-$HOME/.cache}/kubemedic/tools/controller-gen-${CONTROLLER_GEN_VERSION}}
+  if [[ ! -x "$cg" ]]; then
+    cg="$WORK/controller-gen-bin/controller-gen"
+    [[ -x "$cg" ]] || GOBIN="$WORK/controller-gen-bin" GOFLAGS= \
+      go install "sigs.k8s.io/controller-tools/cmd/controller-gen@${CONTROLLER_GEN_VERSION}" >&2 || return 1
+  fi
+  echo "$cg"
+}
+
+build_thirdparty_crds() {
+  local out="$CRD_DIR.tmp" capi metal3 m="$WORK/metal3-apis" cg name
+  rm -rf "$out" && mkdir -p "$out" || return 1
+  capi=$(module_dir "sigs.k8s.io/cluster-api@${CAPI_VERSION}") || return 1
+  for name in "${CAPI_CRDS[@]}"; do
+    cp "$capi/core/config/crd/bases/cluster.x-k8s.io_$name.yaml" "$out/" || return 1
+  done
+  # The apis module's go.mod replaces its sibling hardwareutils module with
+  # ../pkg/hardwareutils, which is not in the module zip: drop the local
+  # replaces so that the required (published) version is used.
+  metal3=$(module_dir "github.com/metal3-io/baremetal-operator/apis@${METAL3_APIS_VERSION}") || return 1
+  cp -R "$metal3" "$m" && chmod -R u+w "$m" || return 1
+  local repl
+  for repl in $(sed -nE 's/^[[:space:]]*(replace[[:space:]]+)?([^[:space:]]+)([[:space:]]+[^[:space:]]+)?[[:space:]]+=>[[:space:]]+\.\.?\/.*/\2/p' "$m/go.mod"); do
+    (cd "$m" && go mod edit -dropreplace="$repl") || return 1
+  done
+  cg=$(controller_gen) || return 1
+  # allowDangerousTypes: BareMetalHost has a float field (CPU clock speed),
+  # which controller-gen refuses without it.
+  (cd "$m" && go mod tidy && "$cg" crd:allowDangerousTypes=true paths=./metal3.io/v1alpha1/... output:crd:dir="$WORK/metal3-crds") || return 1
+  cp "$WORK/metal3-crds/metal3.io_baremetalhosts.yaml" "$out/" && chmod u+w "$out"/*.yaml || return 1
+  rm -rf "$CRD_DIR" && mv "$out" "$CRD_DIR"
+}
+
 # link DIR NAME... symlinks each DIR/NAME into $DIR, replacing a link to
 # another version; the tests find every binary in $DIR.
 link() {
@@ -269,8 +318,19 @@ else
   run alertmanager "build alertmanager, amtool ${ALERTMANAGER_VERSION} (about 30 s)" build_alertmanager
 fi
 link "$AM_DIR" alertmanager amtool
+if [[ -f "$CRD_DIR/metal3.io_baremetalhosts.yaml" ]]; then
+  echo "testbin: third-party CRDs present in $CRD_DIR"
+else
+  run thirdparty-crds "CRDs of Cluster API ${CAPI_VERSION}, Metal3 ${METAL3_APIS_VERSION} (about 1 min)" build_thirdparty_crds
+fi
+if [[ "$(readlink "$DIR/thirdparty-crds" 2>/dev/null)" != "../$(basename "$CRD_DIR")" ]]; then
+  ln -sfn "../$(basename "$CRD_DIR")" "$DIR/thirdparty-crds"
+fi
 
 for b in etcd kube-apiserver kubectl kwok node-problem-detector prometheus promtool alertmanager amtool; do
   [[ -x "$DIR/$b" ]] || { STEP=verify; echo "testbin: $b missing after build" >&2; exit 1; }
+done
+for f in "${CAPI_CRDS[@]/#/cluster.x-k8s.io_}" metal3.io_baremetalhosts; do
+  [[ -f "$DIR/thirdparty-crds/$f.yaml" ]] || { STEP=verify; echo "testbin: thirdparty-crds/$f.yaml missing after build" >&2; exit 1; }
 done
 echo "testbin: ready: $DIR"

@@ -56,6 +56,19 @@ type Options struct {
 	// KwokStages are extra kwok Stage documents (YAML) appended to the stages
 	// file, e.g. one that fails pods with a given label.
 	KwokStages []string
+	// ThirdPartyCRDs also installs the CRDs of other projects that kubemedic
+	// works with, from <BinDir>/thirdparty-crds (ThirdPartyCRDsDir), which
+	// hack/testbin.sh fills from their released modules: Cluster API's
+	// Cluster, Machine, MachineSet and MachineHealthCheck
+	// (cluster.x-k8s.io, v1beta2 stored, v1beta1 served too) and Metal3's
+	// BareMetalHost (metal3.io/v1alpha1). New waits until they are served.
+	ThirdPartyCRDs bool
+	// DRA starts kube-apiserver with the flags (DRAFlags) that make it serve
+	// the beta DeviceTaintRule API, resource.k8s.io/v1beta2
+	// devicetaintrules, besides the resource.k8s.io/v1 types it serves by
+	// default (ResourceSlice, ResourceClaim, DeviceClass). Without it the
+	// API server runs with its defaults and serves no DeviceTaintRule.
+	DRA bool
 	// Logf receives progress messages. Nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -125,6 +138,13 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	default:
 		crdPaths = []string{opts.CRDDir}
 	}
+	if opts.ThirdPartyCRDs {
+		dir := filepath.Join(binDir, ThirdPartyCRDsDir)
+		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+			return nil, fmt.Errorf("third-party CRDs missing: no directory %s; run hack/testbin.sh (`make testbin`) to build it", dir)
+		}
+		crdPaths = append(crdPaths, dir)
+	}
 
 	tmpDir, err := os.MkdirTemp("", "kubemedic-localcluster-")
 	if err != nil {
@@ -186,6 +206,12 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			APIServer: &envtest.APIServer{Path: apiserverPath, CertDir: certDir, Out: apiLog, Err: apiLog},
 		},
 	}
+	if opts.DRA {
+		args := e.testEnv.ControlPlane.APIServer.Configure()
+		for _, f := range DRAFlags {
+			args.Append(f.Name, f.Value)
+		}
+	}
 	logf("localcluster: starting etcd and kube-apiserver from %s", binDir)
 	begin := time.Now()
 	cfg, err := e.testEnv.Start()
@@ -202,6 +228,11 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	if err := e.waitCRDsServed(ctx); err != nil {
 		return nil, err
+	}
+	if opts.DRA {
+		if err := e.waitServed(ctx, "/apis/"+draDeviceTaintRules); err != nil {
+			return nil, err
+		}
 	}
 	logf("localcluster: control plane up at %s in %s", cfg.Host, time.Since(begin).Round(time.Millisecond))
 
@@ -311,22 +342,30 @@ func (e *Cluster) Dir() string { return e.tmpDir }
 func (e *Cluster) waitCRDsServed(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	rc := e.Clientset.Discovery().RESTClient()
 	for _, crd := range e.testEnv.CRDs {
 		for _, v := range crd.Spec.Versions {
 			if !v.Served {
 				continue
 			}
-			path := "/apis/" + crd.Spec.Group + "/" + v.Name + "/" + crd.Spec.Names.Plural
-			var lastErr error
-			err := wait.PollUntilContextCancel(ctx, 25*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-				lastErr = rc.Get().AbsPath(path).Param("limit", "1").MaxRetries(0).Do(ctx).Error()
-				return lastErr == nil, nil
-			})
-			if err != nil {
-				return fmt.Errorf("wait for %s to be served: %w (last error: %v)", path, err, lastErr)
+			if err := e.waitServed(ctx, "/apis/"+crd.Spec.Group+"/"+v.Name+"/"+crd.Spec.Names.Plural); err != nil {
+				return err
 			}
 		}
+	}
+	return nil
+}
+
+// waitServed waits until the list at path (e.g.
+// /apis/metal3.io/v1alpha1/baremetalhosts) answers, across all namespaces.
+func (e *Cluster) waitServed(ctx context.Context, path string) error {
+	rc := e.Clientset.Discovery().RESTClient()
+	var lastErr error
+	err := wait.PollUntilContextCancel(ctx, 25*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		lastErr = rc.Get().AbsPath(path).Param("limit", "1").MaxRetries(0).Do(ctx).Error()
+		return lastErr == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %s to be served: %w (last error: %v)", path, err, lastErr)
 	}
 	return nil
 }

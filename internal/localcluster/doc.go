@@ -1,6 +1,9 @@
 // Package localcluster runs a throwaway Kubernetes cluster on this machine:
 // a real kube-apiserver and etcd (through controller-runtime's envtest) with
-// kubemedic's CRDs installed, optionally kwok to play the kubelet for
+// kubemedic's CRDs installed (and, with Options.ThirdPartyCRDs, the real
+// CRDs of Cluster API's Machine, MachineSet, MachineHealthCheck and Cluster
+// and of Metal3's BareMetalHost; with Options.DRA, the API server also
+// serves DRA's DeviceTaintRule), optionally kwok to play the kubelet for
 // simulated GPU nodes (whole GPUs and MIG devices, the labels and capacity
 // of the NVIDIA GPU operator, heartbeats, pod stages), realistic workload
 // pods, node conditions written the way node-problem-detector writes them,
