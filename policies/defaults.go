@@ -28,6 +28,8 @@ const (
 	DefaultTimeZone         = "UTC"
 	DefaultConditionStatus  = corev1.ConditionTrue
 	DefaultSuccessCriterion = v1alpha1.SuccessPodSucceeded
+	DefaultMetal3Mode       = "hard"
+	DefaultRedfishReset     = "PowerCycle"
 )
 
 // SetDefaults fills unset fields of a kubemedic object with the defaults the
@@ -41,6 +43,12 @@ func SetDefaults(obj runtime.Object) {
 			o.Spec.SuccessCriterion = DefaultSuccessCriterion
 		}
 		defaultDuration(&o.Spec.Timeout, DefaultTemplateTimeout)
+		if m := o.Spec.Metal3; m != nil && m.Mode == "" {
+			m.Mode = DefaultMetal3Mode
+		}
+		if r := o.Spec.Redfish; r != nil && r.ResetType == "" {
+			r.ResetType = DefaultRedfishReset
+		}
 	case *v1alpha1.NodeOperation:
 		if o.Spec.Drain != nil {
 			defaultDrain(o.Spec.Drain)

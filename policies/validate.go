@@ -237,14 +237,68 @@ func validateWindow(w *v1alpha1.MaintenanceWindow, p *field.Path) field.ErrorLis
 	return errs
 }
 
+// validateMachine checks the last-rung fields: at most one provider, the
+// success criterion it needs, and a Redfish address template that parses.
+func validateMachine(s *v1alpha1.NodeOperationTemplateSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	var set []string
+	if s.ClusterAPI != nil {
+		set = append(set, "clusterAPI")
+	}
+	if s.Metal3 != nil {
+		set = append(set, "metal3")
+		errs = append(errs, validateEnum(s.Metal3.Mode, []string{"hard", "soft"}, p.Child("metal3", "mode"))...)
+	}
+	if r := s.Redfish; r != nil {
+		set = append(set, "redfish")
+		rp := p.Child("redfish")
+		if r.Address == "" {
+			errs = append(errs, field.Required(rp.Child("address"), `the BMC's base URL as a Go template over the Node, e.g. https://{{ index .Annotations "kubemedic.io/bmc-address" }}`))
+		} else if _, err := ParseAddressTemplate(r.Address); err != nil {
+			errs = append(errs, field.Invalid(rp.Child("address"), r.Address, err.Error()))
+		}
+		errs = append(errs, maxLen(r.Address, 1024, rp.Child("address"))...)
+		if r.CredentialsSecret == "" {
+			errs = append(errs, field.Required(rp.Child("credentialsSecret"), "a Secret in the remediator's namespace with the keys username and password"))
+		}
+		errs = append(errs, maxLen(r.CredentialsSecret, 253, rp.Child("credentialsSecret"))...)
+		errs = append(errs, maxLen(r.System, 256, rp.Child("system"))...)
+		errs = append(errs, validateEnum(r.ResetType, []string{"PowerCycle", "ForceRestart", "GracefulRestart"}, rp.Child("resetType"))...)
+	}
+	if len(set) > 1 {
+		errs = append(errs, field.Forbidden(p, "set at most one of clusterAPI, metal3 and redfish; this template sets "+strings.Join(set, " and ")))
+	}
+	switch kind := s.MachineKind(); {
+	case kind == v1alpha1.MachineClusterAPI && s.SuccessCriterion != v1alpha1.SuccessMachineReplaced:
+		errs = append(errs, field.Invalid(p.Child("successCriterion"), s.SuccessCriterion, "a clusterAPI template succeeds when the machine is replaced: set MachineReplaced"))
+	case kind != v1alpha1.MachineClusterAPI && s.SuccessCriterion == v1alpha1.SuccessMachineReplaced:
+		errs = append(errs, field.Invalid(p.Child("successCriterion"), s.SuccessCriterion, "MachineReplaced is for clusterAPI templates only"))
+	case (kind == v1alpha1.MachineMetal3 || kind == v1alpha1.MachineRedfish) && s.SuccessCriterion != v1alpha1.SuccessNodeRebooted:
+		errs = append(errs, field.Invalid(p.Child("successCriterion"), s.SuccessCriterion, "a "+lowerFirst(string(kind))+" template power-cycles the machine: set NodeRebooted"))
+	}
+	return errs
+}
+
+// lowerFirst turns a MachineKind into its field name (ClusterAPI → clusterAPI).
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}
+
 func validateTemplateSpec(s *v1alpha1.NodeOperationTemplateSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, maxLen(s.Description, 2048, p.Child("description"))...)
-	errs = append(errs, validateEnum(string(s.SuccessCriterion), []string{string(v1alpha1.SuccessPodSucceeded), string(v1alpha1.SuccessNodeRebooted), string(v1alpha1.SuccessNone)}, p.Child("successCriterion"))...)
+	errs = append(errs, validateEnum(string(s.SuccessCriterion), []string{string(v1alpha1.SuccessPodSucceeded), string(v1alpha1.SuccessNodeRebooted), string(v1alpha1.SuccessMachineReplaced), string(v1alpha1.SuccessNone)}, p.Child("successCriterion"))...)
+	errs = append(errs, validateMachine(s, p)...)
+	kind := s.MachineKind()
 	switch {
-	case s.SuccessCriterion == v1alpha1.SuccessNone && s.Image != "":
+	case kind != "" && s.Image != "":
+		errs = append(errs, field.Forbidden(p.Child("image"), "a "+lowerFirst(string(kind))+" template asks the machine provider and runs no pod; remove the image"))
+	case kind == "" && s.SuccessCriterion == v1alpha1.SuccessNone && s.Image != "":
 		errs = append(errs, field.Forbidden(p.Child("image"), "successCriterion None runs no pod; remove the image"))
-	case s.SuccessCriterion != v1alpha1.SuccessNone && s.Image == "":
+	case kind == "" && s.SuccessCriterion != v1alpha1.SuccessNone && s.Image == "":
 		errs = append(errs, field.Required(p.Child("image"), "the operation container's image"))
 	}
 	errs = append(errs, maxLen(s.Image, 512, p.Child("image"))...)

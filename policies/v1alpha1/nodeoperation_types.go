@@ -163,12 +163,92 @@ type NodeOperationStatus struct {
 	// CompletionTime is when it reached a final phase.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// NodeUID is the node's UID when the operation started, to recognise a
+	// node replaced under the same name (successCriterion MachineReplaced).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	NodeUID string `json:"nodeUID,omitempty"`
+	// GPU is the GPU the trigger condition names, when it names one: the
+	// operation's target in the node's GPU history.
+	// +optional
+	GPU *GPUTarget `json:"gpu,omitempty"`
+	// Exclusion says how new pods were kept away while the operation ran:
+	// the node cordoned, or only the faulty GPU excluded by a
+	// DeviceTaintRule where the API server serves them.
+	// +optional
+	Exclusion *Exclusion `json:"exclusion,omitempty"`
+	// MachineRequest is what a clusterAPI, metal3 or redfish operation
+	// asked of whom.
+	// +optional
+	MachineRequest *MachineRequest `json:"machineRequest,omitempty"`
 	// Conditions: Cordoned, Drained, OperationSucceeded, Verified.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// GPUTarget names one GPU: by UUID (moves with the card) and PCI bus ID
+// (names the slot), in gpuhistory's normalised forms.
+type GPUTarget struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	UUID string `json:"uuid,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	BusID string `json:"busID,omitempty"`
+}
+
+// ExclusionMethod is how an operation kept new pods away.
+// +kubebuilder:validation:Enum=Cordon;DeviceTaintRule
+type ExclusionMethod string
+
+const (
+	// ExclusionCordon: the whole node was cordoned.
+	ExclusionCordon ExclusionMethod = "Cordon"
+	// ExclusionDeviceTaintRule: only the faulty GPU was tainted NoSchedule
+	// through a DeviceTaintRule; the node keeps serving its other GPUs.
+	ExclusionDeviceTaintRule ExclusionMethod = "DeviceTaintRule"
+)
+
+// Exclusion records the path an operation took to keep new pods away.
+type Exclusion struct {
+	// +required
+	Method ExclusionMethod `json:"method"`
+	// DeviceTaintRule is the rule's name (method DeviceTaintRule).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	DeviceTaintRule string `json:"deviceTaintRule,omitempty"`
+	// Device is driver/pool/device of the excluded GPU.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Device string `json:"device,omitempty"`
+	// Message says why this path was taken, e.g. why not a DeviceTaintRule.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// MachineRequest is one request to a machine provider.
+type MachineRequest struct {
+	// +required
+	// +kubebuilder:validation:Enum=ClusterAPI;Metal3;Redfish
+	Kind MachineKind `json:"kind"`
+	// Target is the object or endpoint asked, e.g. "Machine
+	// capi-system/gpu-md-7c9f", "BareMetalHost metal3/node-12",
+	// "https://10.0.0.5/redfish/v1/Systems/1".
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Target string `json:"target"`
+	// Action is what was asked, e.g. "annotated
+	// cluster.x-k8s.io/remediate-machine".
+	// +required
+	// +kubebuilder:validation:MaxLength=1024
+	Action string `json:"action"`
+	// Time is when it was asked.
+	// +required
+	Time metav1.Time `json:"time"`
 }
 
 // +kubebuilder:object:root=true

@@ -30,7 +30,7 @@ type NodeOperationTemplate struct {
 }
 
 // SuccessCriterion says how the remediator knows an operation worked.
-// +kubebuilder:validation:Enum=PodSucceeded;NodeRebooted;None
+// +kubebuilder:validation:Enum=PodSucceeded;NodeRebooted;MachineReplaced;None
 type SuccessCriterion string
 
 const (
@@ -39,13 +39,21 @@ const (
 	// SuccessNodeRebooted: the node's boot ID changed and the node is Ready
 	// again. For reboots, whose pod dies with the node.
 	SuccessNodeRebooted SuccessCriterion = "NodeRebooted"
+	// SuccessMachineReplaced: the node's Machine is gone, or the node was
+	// replaced (a new UID) and is Ready. For clusterAPI templates.
+	SuccessMachineReplaced SuccessCriterion = "MachineReplaced"
 	// SuccessNone: nothing runs (drain-only); the operation succeeds once the
 	// cordon and drain are done.
 	SuccessNone SuccessCriterion = "None"
 )
 
-// NodeOperationTemplateSpec is the operation pod and how to judge it.
-// +kubebuilder:validation:XValidation:rule="self.successCriterion == 'None' ? !has(self.image) : has(self.image)",message="image is required unless successCriterion is None, and must be empty when it is None"
+// NodeOperationTemplateSpec is the operation pod and how to judge it, or,
+// for the ladder's last rung, the request to the node's machine provider
+// (clusterAPI, metal3 or redfish) that replaces the pod.
+// +kubebuilder:validation:XValidation:rule="(self.successCriterion == 'None' || has(self.clusterAPI) || has(self.metal3) || has(self.redfish)) ? !has(self.image) : has(self.image)",message="image is required for an operation pod, and must be empty when successCriterion is None or the template sets clusterAPI, metal3 or redfish"
+// +kubebuilder:validation:XValidation:rule="[has(self.clusterAPI), has(self.metal3), has(self.redfish)].filter(x, x).size() <= 1",message="set at most one of clusterAPI, metal3 and redfish"
+// +kubebuilder:validation:XValidation:rule="has(self.clusterAPI) == (self.successCriterion == 'MachineReplaced')",message="a clusterAPI template has successCriterion MachineReplaced, and only a clusterAPI template has it"
+// +kubebuilder:validation:XValidation:rule="!(has(self.metal3) || has(self.redfish)) || self.successCriterion == 'NodeRebooted'",message="a metal3 or redfish template power-cycles the machine: successCriterion must be NodeRebooted"
 type NodeOperationTemplateSpec struct {
 	// Description tells a reviewer what the operation does and what it needs.
 	// +optional
@@ -137,6 +145,99 @@ type NodeOperationTemplateSpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// ClusterAPI replaces the node's machine through Cluster API instead of
+	// running a pod: the remediator sets the manual-remediation annotation
+	// cluster.x-k8s.io/remediate-machine on the node's Machine, and the
+	// owning MachineHealthCheck has it replaced. The Machine is found
+	// through the node's cluster.x-k8s.io/machine annotation, else by its
+	// status.nodeRef. successCriterion must be MachineReplaced.
+	// +optional
+	ClusterAPI *ClusterAPIAction `json:"clusterAPI,omitempty"`
+
+	// Metal3 power-cycles the node's Metal3 BareMetalHost through the
+	// reboot.metal3.io annotation instead of running a pod.
+	// successCriterion must be NodeRebooted.
+	// +optional
+	Metal3 *Metal3Action `json:"metal3,omitempty"`
+
+	// Redfish power-cycles the node through its BMC's Redfish API
+	// (ComputerSystem.Reset) instead of running a pod. successCriterion
+	// must be NodeRebooted.
+	// +optional
+	Redfish *RedfishAction `json:"redfish,omitempty"`
+}
+
+// ClusterAPIAction asks Cluster API to replace the node's Machine. It has
+// no settings: the MachineHealthCheck that owns the Machine decides how.
+type ClusterAPIAction struct{}
+
+// Metal3Action power-cycles the node's BareMetalHost.
+type Metal3Action struct {
+	// Mode of the reboot, as Metal3's reboot.metal3.io annotation takes it:
+	// hard (power off then on) or soft (an ACPI shutdown first).
+	// +optional
+	// +kubebuilder:default=hard
+	// +kubebuilder:validation:Enum=hard;soft
+	Mode string `json:"mode,omitempty"`
+}
+
+// RedfishAction power-cycles the node through its BMC.
+type RedfishAction struct {
+	// Address is the BMC's base URL as a Go template over the Node, e.g.
+	// https://{{ index .Annotations "kubemedic.io/bmc-address" }} or
+	// https://{{ .Name }}-bmc.mgmt.example.com. The template sees .Name,
+	// .Labels and .Annotations.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Address string `json:"address"`
+
+	// CredentialsSecret names a Secret in the remediator's namespace with
+	// the keys username and password. They are sent only to the BMC and
+	// never appear in logs, Events, statuses or issues.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CredentialsSecret string `json:"credentialsSecret"`
+
+	// System is the Redfish ComputerSystem Id; empty: the BMC's only system.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	System string `json:"system,omitempty"`
+
+	// ResetType of the ComputerSystem.Reset action.
+	// +optional
+	// +kubebuilder:default=PowerCycle
+	// +kubebuilder:validation:Enum=PowerCycle;ForceRestart;GracefulRestart
+	ResetType string `json:"resetType,omitempty"`
+
+	// InsecureSkipVerify accepts a BMC's self-signed certificate.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// MachineKind names a last-rung provider.
+type MachineKind string
+
+const (
+	MachineClusterAPI MachineKind = "ClusterAPI"
+	MachineMetal3     MachineKind = "Metal3"
+	MachineRedfish    MachineKind = "Redfish"
+)
+
+// MachineKind says which provider the template asks; "" for an operation
+// pod.
+func (s *NodeOperationTemplateSpec) MachineKind() MachineKind {
+	switch {
+	case s.ClusterAPI != nil:
+		return MachineClusterAPI
+	case s.Metal3 != nil:
+		return MachineMetal3
+	case s.Redfish != nil:
+		return MachineRedfish
+	}
+	return ""
 }
 
 // TemplateEnvVar is a literal environment variable.
