@@ -1,0 +1,287 @@
+package devicetaint
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const (
+	// TaintKey is the key of the taint a rule puts on a device.
+	TaintKey = "kubemedic.io/unhealthy"
+
+	// LabelNode, LabelGPUUUID and LabelManagedBy label every rule with the
+	// node, the GPU (canonical UUID, see CanonicalUUID) and its manager.
+	LabelNode      = "kubemedic.io/node"
+	LabelGPUUUID   = "kubemedic.io/gpu-uuid"
+	LabelManagedBy = "kubemedic.io/managed-by"
+	// ManagedBy is the value of LabelManagedBy.
+	ManagedBy = "kubemedic"
+	// AnnotationOperation names the NodeOperation that applied the rule.
+	AnnotationOperation = "kubemedic.io/operation"
+
+	// UUIDAttribute is the name of the device attribute holding the GPU
+	// UUID, without its domain.
+	UUIDAttribute = "uuid"
+
+	// labelValueMax is the longest label value, which is also the limit of
+	// a device taint's value.
+	labelValueMax = 63
+	// nameMax is the longest DNS-1123 subdomain, the limit of a rule's name.
+	nameMax = 253
+	// uuidPrefix is what NVML puts in front of a GPU's UUID.
+	uuidPrefix = "gpu-"
+)
+
+// GroupVersion is the DeviceTaintRule API that Rule, Apply and Served use:
+// Kubernetes 1.36 serves DeviceTaintRule as v1beta2 (and v1alpha3), not v1.
+var GroupVersion = resourcev1beta2.SchemeGroupVersion
+
+// Device is one device in a ResourceSlice.
+type Device struct{ Driver, Pool, Name string }
+
+func (d Device) String() string { return d.Driver + "/" + d.Pool + "/" + d.Name }
+
+// Find returns the device on node whose "uuid" attribute (bare or with any
+// domain, e.g. "gpu.nvidia.com/uuid"; a string) equals uuid, ignoring case
+// and a "GPU-" prefix on either side. A slice is on the node when its
+// spec.nodeName is node, or, with per-device node selection, a device is
+// when its own nodeName is. Of each pool only the slices of its newest
+// generation count, as for the scheduler. No match, or more than one, is
+// an error.
+func Find(slices []resourcev1.ResourceSlice, node, uuid string) (Device, error) {
+	want := normalizeUUID(uuid)
+	if want == "" {
+		return Device{}, fmt.Errorf("find GPU on node %s: empty UUID %q", node, uuid)
+	}
+	newest := map[[2]string]int64{} // (driver, pool) -> newest generation
+	for i := range slices {
+		s := &slices[i].Spec
+		k := [2]string{s.Driver, s.Pool.Name}
+		if g, ok := newest[k]; !ok || s.Pool.Generation > g {
+			newest[k] = s.Pool.Generation
+		}
+	}
+	var found []Device
+	looked := 0
+	for i := range slices {
+		s := &slices[i].Spec
+		if s.Pool.Generation != newest[[2]string{s.Driver, s.Pool.Name}] {
+			continue
+		}
+		sliceOnNode := ptr.Deref(s.NodeName, "") == node
+		perDevice := ptr.Deref(s.PerDeviceNodeSelection, false)
+		if !sliceOnNode && !perDevice {
+			continue
+		}
+		looked++
+		for j := range s.Devices {
+			dev := &s.Devices[j]
+			if !sliceOnNode && ptr.Deref(dev.NodeName, "") != node {
+				continue
+			}
+			if deviceUUID(dev) == want {
+				found = append(found, Device{Driver: s.Driver, Pool: s.Pool.Name, Name: dev.Name})
+			}
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return Device{}, fmt.Errorf("no device with %s %s on node %s (looked at %d of %d ResourceSlices)",
+			UUIDAttribute, uuid, node, looked, len(slices))
+	default:
+		names := make([]string, len(found))
+		for i, d := range found {
+			names[i] = d.String()
+		}
+		return Device{}, fmt.Errorf("%d devices with %s %s on node %s (looked at %d of %d ResourceSlices): %s",
+			len(found), UUIDAttribute, uuid, node, looked, len(slices), strings.Join(names, ", "))
+	}
+}
+
+// deviceUUID returns the normalized string value of dev's uuid attribute,
+// or "" when it has none.
+func deviceUUID(dev *resourcev1.Device) string {
+	for name, attr := range dev.Attributes {
+		n := string(name)
+		if n != UUIDAttribute && !strings.HasSuffix(n, "/"+UUIDAttribute) {
+			continue
+		}
+		if attr.StringValue != nil {
+			return normalizeUUID(*attr.StringValue)
+		}
+	}
+	return ""
+}
+
+// normalizeUUID lower-cases a GPU UUID and strips the "GPU-" prefix.
+func normalizeUUID(uuid string) string {
+	u := strings.ToLower(strings.TrimSpace(uuid))
+	return strings.TrimPrefix(u, uuidPrefix)
+}
+
+// CanonicalUUID returns uuid as NVML prints it: "GPU-" and the lower-case
+// rest, whatever the case and prefix of the input.
+func CanonicalUUID(uuid string) string { return "GPU-" + normalizeUUID(uuid) }
+
+// RuleName returns the name of the rule for (node, uuid): a DNS-1123
+// subdomain of at most 253 characters, the same for any case or prefix of
+// the UUID. It ends with a hash of both, so that names stay distinct when
+// long node names are cut.
+func RuleName(node, uuid string) string {
+	u := normalizeUUID(uuid)
+	sum := sha256.Sum256([]byte(node + "\x00" + u))
+	hash := hex.EncodeToString(sum[:])[:10]
+	prefix := "kubemedic-" + dnsPart(node) + "-" + dnsPart(u)
+	if limit := nameMax - len(hash) - 1; len(prefix) > limit {
+		prefix = strings.TrimRight(prefix[:limit], "-")
+	}
+	return prefix + "-" + hash
+}
+
+// dnsPart maps s onto lower-case letters, digits and '-', with every other
+// character (dots included, so that no empty DNS label can appear) a '-'.
+func dnsPart(s string) string {
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			b[i] = '-'
+		}
+	}
+	return strings.Trim(string(b), "-")
+}
+
+// LabelValue turns s into a valid label value (and device taint value): at
+// most 63 characters of letters, digits, '-', '_' and '.', beginning and
+// ending with a letter or digit; every run of other characters becomes one
+// '-'. It may return "", which is valid.
+func LabelValue(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+		if !ok {
+			if !dash {
+				b.WriteByte('-')
+			}
+			dash = true
+			continue
+		}
+		b.WriteRune(c)
+		dash = false
+	}
+	v := b.String()
+	trim := func(v string) string { return strings.Trim(v, "-_.") }
+	v = trim(v)
+	if len(v) > labelValueMax {
+		v = trim(v[:labelValueMax])
+	}
+	return v
+}
+
+// Rule builds the DeviceTaintRule that takes device d of node out of
+// scheduling: a NoSchedule taint TaintKey=reason (made a valid label value,
+// see LabelValue) on exactly that driver, pool and device, labelled with
+// the node, the GPU and kubemedic, and annotated with the operation.
+func Rule(d Device, node, uuid, opName, reason string) *resourcev1beta2.DeviceTaintRule {
+	return &resourcev1beta2.DeviceTaintRule{
+		TypeMeta: metav1.TypeMeta{APIVersion: GroupVersion.String(), Kind: "DeviceTaintRule"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: RuleName(node, uuid),
+			Labels: map[string]string{
+				LabelNode:      LabelValue(node),
+				LabelGPUUUID:   LabelValue(CanonicalUUID(uuid)),
+				LabelManagedBy: ManagedBy,
+			},
+			Annotations: map[string]string{AnnotationOperation: opName},
+		},
+		Spec: resourcev1beta2.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1beta2.DeviceTaintSelector{
+				Driver: ptr.To(d.Driver),
+				Pool:   ptr.To(d.Pool),
+				Device: ptr.To(d.Name),
+			},
+			Taint: resourcev1beta2.DeviceTaint{
+				Key:    TaintKey,
+				Value:  LabelValue(reason),
+				Effect: resourcev1beta2.DeviceTaintEffectNoSchedule,
+			},
+		},
+	}
+}
+
+// Served reports whether the API server serves DeviceTaintRule in
+// GroupVersion. A group version it does not serve is (false, nil); any
+// other discovery error is returned, never read as "not served".
+func Served(dc discovery.DiscoveryInterface) (bool, error) {
+	list, err := dc.ServerResourcesForGroupVersion(GroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discover %s: %w", GroupVersion, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Kind == "DeviceTaintRule" && !strings.Contains(r.Name, "/") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Apply creates r, or updates the rule of the same name when its spec,
+// labels or annotations differ from r's; a rule that is already as r is
+// left alone. The taint's timeAdded, which the API server sets, is kept.
+func Apply(ctx context.Context, c client.Client, r *resourcev1beta2.DeviceTaintRule) error {
+	err := c.Create(ctx, r.DeepCopy())
+	if err == nil || !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("create DeviceTaintRule %s: %w", r.Name, err)
+		}
+		return nil
+	}
+	var cur resourcev1beta2.DeviceTaintRule
+	if err := c.Get(ctx, client.ObjectKey{Name: r.Name}, &cur); err != nil {
+		return fmt.Errorf("get DeviceTaintRule %s: %w", r.Name, err)
+	}
+	want := cur.DeepCopy()
+	want.Spec = *r.Spec.DeepCopy()
+	want.Spec.Taint.TimeAdded = cur.Spec.Taint.TimeAdded
+	for k, v := range r.Labels {
+		metav1.SetMetaDataLabel(&want.ObjectMeta, k, v)
+	}
+	for k, v := range r.Annotations {
+		metav1.SetMetaDataAnnotation(&want.ObjectMeta, k, v)
+	}
+	if equality.Semantic.DeepEqual(want.Spec, cur.Spec) &&
+		equality.Semantic.DeepEqual(want.Labels, cur.Labels) &&
+		equality.Semantic.DeepEqual(want.Annotations, cur.Annotations) {
+		return nil
+	}
+	if err := c.Update(ctx, want); err != nil {
+		return fmt.Errorf("update DeviceTaintRule %s: %w", r.Name, err)
+	}
+	return nil
+}
+
+// Remove deletes the rule of (node, uuid); one that does not exist is fine.
+func Remove(ctx context.Context, c client.Client, node, uuid string) error {
+	r := &resourcev1beta2.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: RuleName(node, uuid)}}
+	if err := c.Delete(ctx, r); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete DeviceTaintRule %s: %w", r.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,281 @@
+package devicetaint
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+)
+
+const badUUID = "GPU-8f2c1d3e-0a4b-4c5d-9e6f-7a8b9c0d1e2f"
+
+// dev is a device with the given attributes; a string value makes a string
+// attribute, an int64 an int one.
+func dev(name string, attrs map[string]any) resourcev1.Device {
+	d := resourcev1.Device{Name: name, Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{}}
+	for k, v := range attrs {
+		switch v := v.(type) {
+		case string:
+			d.Attributes[resourcev1.QualifiedName(k)] = resourcev1.DeviceAttribute{StringValue: ptr.To(v)}
+		case int64:
+			d.Attributes[resourcev1.QualifiedName(k)] = resourcev1.DeviceAttribute{IntValue: ptr.To(v)}
+		}
+	}
+	return d
+}
+
+func slice(node, driver, pool string, gen int64, devices ...resourcev1.Device) resourcev1.ResourceSlice {
+	s := resourcev1.ResourceSlice{Spec: resourcev1.ResourceSliceSpec{
+		Driver:  driver,
+		Pool:    resourcev1.ResourcePool{Name: pool, Generation: gen, ResourceSliceCount: 1},
+		Devices: devices,
+	}}
+	if node != "" {
+		s.Spec.NodeName = ptr.To(node)
+	}
+	return s
+}
+
+// gpus returns n devices gpu-0..gpu-n-1 whose attribute attr is the UUID
+// GPU-0000...-00<i>, except device bad, whose UUID is uuid.
+func gpus(n int, attr string, bad int, uuid string) []resourcev1.Device {
+	out := make([]resourcev1.Device, n)
+	for i := range n {
+		u := fmt.Sprintf("GPU-00000000-0000-0000-0000-0000000000%02d", i)
+		if i == bad {
+			u = uuid
+		}
+		out[i] = dev(fmt.Sprintf("gpu-%d", i), map[string]any{attr: u, "gpu.nvidia.com/index": int64(i)})
+	}
+	return out
+}
+
+func TestFind(t *testing.T) {
+	const node = "gpu-node-000"
+	tests := []struct {
+		desc    string
+		slices  []resourcev1.ResourceSlice
+		uuid    string
+		want    Device
+		wantErr []string
+	}{{
+		desc:   "found by a domain-prefixed attribute",
+		slices: []resourcev1.ResourceSlice{slice(node, "gpu.nvidia.com", node, 1, gpus(8, "gpu.nvidia.com/uuid", 3, badUUID)...)},
+		uuid:   badUUID,
+		want:   Device{Driver: "gpu.nvidia.com", Pool: node, Name: "gpu-3"},
+	}, {
+		desc:   "found by a bare attribute",
+		slices: []resourcev1.ResourceSlice{slice(node, "gpu.example.com", node, 1, gpus(8, "uuid", 7, badUUID)...)},
+		uuid:   badUUID,
+		want:   Device{Driver: "gpu.example.com", Pool: node, Name: "gpu-7"},
+	}, {
+		desc:   "the device lacks the GPU- prefix, the query has it",
+		slices: []resourcev1.ResourceSlice{slice(node, "gpu.example.com", node, 1, gpus(8, "uuid", 2, strings.TrimPrefix(badUUID, "GPU-"))...)},
+		uuid:   badUUID,
+		want:   Device{Driver: "gpu.example.com", Pool: node, Name: "gpu-2"},
+	}, {
+		desc:   "the query lacks the prefix and differs in case",
+		slices: []resourcev1.ResourceSlice{slice(node, "gpu.example.com", node, 1, gpus(8, "uuid", 5, badUUID)...)},
+		uuid:   strings.ToUpper(strings.TrimPrefix(badUUID, "GPU-")),
+		want:   Device{Driver: "gpu.example.com", Pool: node, Name: "gpu-5"},
+	}, {
+		desc: "another node's slice is ignored",
+		slices: []resourcev1.ResourceSlice{
+			slice("gpu-node-001", "gpu.example.com", "gpu-node-001", 1, gpus(8, "uuid", 1, badUUID)...),
+			slice(node, "gpu.example.com", node, 1, gpus(8, "uuid", 4, badUUID)...),
+		},
+		uuid: badUUID,
+		want: Device{Driver: "gpu.example.com", Pool: node, Name: "gpu-4"},
+	}, {
+		desc:    "only on another node",
+		slices:  []resourcev1.ResourceSlice{slice("gpu-node-001", "gpu.example.com", "gpu-node-001", 1, gpus(8, "uuid", 1, badUUID)...)},
+		uuid:    badUUID,
+		wantErr: []string{"no device", node, badUUID, "looked at 0 of 1 ResourceSlices"},
+	}, {
+		desc:    "not found",
+		slices:  []resourcev1.ResourceSlice{slice(node, "gpu.example.com", node, 1, gpus(8, "uuid", -1, "")...)},
+		uuid:    badUUID,
+		wantErr: []string{"no device", node, badUUID, "looked at 1 of 1 ResourceSlices"},
+	}, {
+		desc:    "no slices",
+		uuid:    badUUID,
+		wantErr: []string{"no device", node, "looked at 0 of 0"},
+	}, {
+		desc: "two matches",
+		slices: []resourcev1.ResourceSlice{
+			slice(node, "gpu.example.com", node, 1, gpus(8, "uuid", 1, badUUID)...),
+			slice(node, "other.example.com", node, 1, gpus(2, "other.example.com/uuid", 0, strings.ToLower(badUUID))...),
+		},
+		uuid:    badUUID,
+		wantErr: []string{"2 devices", node, badUUID, "gpu.example.com/" + node + "/gpu-1", "other.example.com/" + node + "/gpu-0", "looked at 2 of 2"},
+	}, {
+		desc:    "a non-string uuid attribute does not match",
+		slices:  []resourcev1.ResourceSlice{slice(node, "gpu.example.com", node, 1, dev("gpu-0", map[string]any{"uuid": int64(8)}))},
+		uuid:    "8",
+		wantErr: []string{"no device"},
+	}, {
+		desc:    "an attribute merely ending in uuid does not match",
+		slices:  []resourcev1.ResourceSlice{slice(node, "gpu.example.com", node, 1, dev("gpu-0", map[string]any{"gpu.example.com/parentuuid": badUUID}))},
+		uuid:    badUUID,
+		wantErr: []string{"no device"},
+	}, {
+		desc: "a stale generation of the pool is ignored",
+		slices: []resourcev1.ResourceSlice{
+			slice(node, "gpu.example.com", node, 1, gpus(8, "uuid", 6, badUUID)...),
+			slice(node, "gpu.example.com", node, 2, gpus(8, "uuid", 6, badUUID)...),
+		},
+		uuid: badUUID,
+		want: Device{Driver: "gpu.example.com", Pool: node, Name: "gpu-6"},
+	}, {
+		desc: "per-device node selection",
+		slices: func() []resourcev1.ResourceSlice {
+			s := slice("", "gpu.example.com", "rack-1", 1, gpus(2, "uuid", 1, badUUID)...)
+			s.Spec.PerDeviceNodeSelection = ptr.To(true)
+			s.Spec.Devices[0].NodeName = ptr.To("gpu-node-001")
+			s.Spec.Devices[1].NodeName = ptr.To(node)
+			return []resourcev1.ResourceSlice{s}
+		}(),
+		uuid: badUUID,
+		want: Device{Driver: "gpu.example.com", Pool: "rack-1", Name: "gpu-1"},
+	}, {
+		desc:    "empty UUID",
+		slices:  []resourcev1.ResourceSlice{slice(node, "gpu.example.com", node, 1, gpus(8, "uuid", -1, "")...)},
+		uuid:    "GPU-",
+		wantErr: []string{"empty UUID"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			got, err := Find(tt.slices, node, tt.uuid)
+			if tt.wantErr != nil {
+				require.Error(t, err)
+				for _, s := range tt.wantErr {
+					require.ErrorContains(t, err, s)
+				}
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestRuleName(t *testing.T) {
+	long := strings.Repeat("very-long-node-name.", 20) + "x"
+	tests := []struct {
+		desc, node, uuid string
+	}{
+		{"usual", "gpu-node-000", badUUID},
+		{"domain node name", "ip-10-0-1-2.ec2.internal", badUUID},
+		{"253-character node name", long[:253], badUUID},
+		{"odd characters in the UUID", "gpu-node-000", "GPU-ab_cd/ef..gh"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			name := RuleName(tt.node, tt.uuid)
+			require.Empty(t, validation.IsDNS1123Subdomain(name), name)
+			require.LessOrEqual(t, len(name), 253)
+			require.Equal(t, name, RuleName(tt.node, tt.uuid), "deterministic")
+			require.Equal(t, name, RuleName(tt.node, strings.ToUpper(strings.TrimPrefix(tt.uuid, "GPU-"))), "any case and prefix")
+			require.NotEqual(t, name, RuleName(tt.node+"1", tt.uuid))
+			require.NotEqual(t, name, RuleName(tt.node, tt.uuid+"1"))
+		})
+	}
+	require.True(t, strings.HasPrefix(RuleName("gpu-node-000", badUUID), "kubemedic-gpu-node-000-8f2c1d3e-"), RuleName("gpu-node-000", badUUID))
+	// Names of long nodes that share their first 240 characters differ.
+	require.NotEqual(t, RuleName(long[:252]+"a", badUUID), RuleName(long[:252]+"b", badUUID))
+}
+
+func TestRule(t *testing.T) {
+	d := Device{Driver: "gpu.example.com", Pool: "gpu-node-000", Name: "gpu-3"}
+	r := Rule(d, "gpu-node-000", strings.ToUpper(badUUID), "replace-gpu-x7k2p", "XID 79: GPU has fallen off the bus")
+	require.Equal(t, RuleName("gpu-node-000", badUUID), r.Name)
+	require.Equal(t, "resource.k8s.io/v1beta2", r.APIVersion)
+	require.Equal(t, "DeviceTaintRule", r.Kind)
+	require.Equal(t, map[string]string{
+		LabelNode:      "gpu-node-000",
+		LabelGPUUUID:   badUUID,
+		LabelManagedBy: "kubemedic",
+	}, r.Labels)
+	require.Equal(t, map[string]string{AnnotationOperation: "replace-gpu-x7k2p"}, r.Annotations)
+	require.Equal(t, &resourcev1beta2.DeviceTaintSelector{Driver: ptr.To(d.Driver), Pool: ptr.To(d.Pool), Device: ptr.To(d.Name)}, r.Spec.DeviceSelector)
+	require.Equal(t, resourcev1beta2.DeviceTaint{
+		Key:    TaintKey,
+		Value:  "XID-79-GPU-has-fallen-off-the-bus",
+		Effect: resourcev1beta2.DeviceTaintEffectNoSchedule,
+	}, r.Spec.Taint)
+	for k, v := range r.Labels {
+		require.Empty(t, validation.IsQualifiedName(k), k)
+		require.Empty(t, validation.IsValidLabelValue(v), v)
+	}
+}
+
+func TestLabelValue(t *testing.T) {
+	tests := []struct{ desc, in, want string }{
+		{"valid stays", "XID_79.fatal-error", "XID_79.fatal-error"},
+		{"runs of other characters become one dash", "XID 79: GPU fell off", "XID-79-GPU-fell-off"},
+		{"ends are trimmed", " (row remap failure) ", "row-remap-failure"},
+		{"empty", "", ""},
+		{"nothing valid", "!!!", ""},
+		{"truncated to 63", strings.Repeat("a", 100), strings.Repeat("a", 63)},
+		{"truncated, then the end trimmed", strings.Repeat("a", 62) + " b", strings.Repeat("a", 62)},
+		{"non-ASCII", "température élevée", "temp-rature-lev-e"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			got := LabelValue(tt.in)
+			require.Equal(t, tt.want, got)
+			require.Empty(t, validation.IsValidLabelValue(got), got)
+		})
+	}
+}
+
+func TestServedByDiscovery(t *testing.T) {
+	tests := []struct {
+		desc    string
+		status  int
+		body    string
+		want    bool
+		wantErr bool
+	}{
+		{"served", http.StatusOK, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"resource.k8s.io/v1beta2","resources":[
+			{"name":"devicetaintrules","singularName":"devicetaintrule","namespaced":false,"kind":"DeviceTaintRule","verbs":["get","list","create","update","delete"]},
+			{"name":"devicetaintrules/status","singularName":"","namespaced":false,"kind":"DeviceTaintRule","verbs":["get","update"]}]}`, true, false},
+		{"group version without the resource", http.StatusOK, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"resource.k8s.io/v1beta2","resources":[
+			{"name":"resourceslices","singularName":"resourceslice","namespaced":false,"kind":"ResourceSlice","verbs":["get","list"]}]}`, false, false},
+		{"group version not served", http.StatusNotFound, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`, false, false},
+		{"discovery fails", http.StatusInternalServerError, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcd down","code":500}`, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/apis/resource.k8s.io/v1beta2" {
+					http.NotFound(w, r)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.status)
+				_, _ = w.Write([]byte(tt.body))
+			}))
+			defer srv.Close()
+			dc, err := discovery.NewDiscoveryClientForConfig(&rest.Config{Host: srv.URL})
+			require.NoError(t, err)
+			got, err := Served(dc)
+			if tt.wantErr {
+				require.Error(t, err)
+				require.False(t, got)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
