@@ -221,6 +221,9 @@ func validateSafety(s *v1alpha1.Safety, p *field.Path) field.ErrorList {
 		if ac.MaxAttempts < 1 || ac.MaxAttempts > 100 {
 			errs = append(errs, field.Invalid(ap.Child("maxAttempts"), ac.MaxAttempts, "must be between 1 and 100"))
 		}
+		if m := ac.MaxFailuresPerGPU; m != nil && (*m < 1 || *m > 100) {
+			errs = append(errs, field.Invalid(ap.Child("maxFailuresPerGPU"), *m, "must be between 1 and 100"))
+		}
 		errs = append(errs, positive(ac.Window, ap.Child("window"))...)
 	}
 	if len(s.MaintenanceWindows) > 16 {

@@ -50,6 +50,22 @@ const (
 	ReasonRecoveryTimeout   = "RecoveryTimeout"
 	ReasonVerified          = "Verified"
 	ReasonQuarantined       = "Quarantined"
+	// ReasonGPUAttemptCapReached: the operation's GPU (by UUID) failed
+	// attemptCap.maxFailuresPerGPU times in the window; it is excluded (a
+	// DeviceTaintRule, else the node is quarantined).
+	ReasonGPUAttemptCapReached = "GPUAttemptCapReached"
+	// ReasonMachineNotFound: a clusterAPI, metal3 or redfish operation found
+	// no Machine, BareMetalHost or BMC for the node.
+	ReasonMachineNotFound = "MachineNotFound"
+	// ReasonMachineRequestFailed: the machine provider refused the request
+	// (a BMC's 401, 403 or 400), which retrying does not mend.
+	ReasonMachineRequestFailed = "MachineRequestFailed"
+	// ReasonMachineReplaced: the node's Machine is gone, or the node came
+	// back under its name with a new UID and Ready.
+	ReasonMachineReplaced = "MachineReplaced"
+	// ReasonGPUExcluded: only the faulty GPU was excluded by a
+	// DeviceTaintRule; the node stays schedulable for its other GPUs.
+	ReasonGPUExcluded = "GPUExcluded"
 
 	// ReasonLimitsPassed: Admitted is True, every safety limit passed.
 	ReasonLimitsPassed = "LimitsPassed"
@@ -89,6 +105,9 @@ const (
 	EventCordoned = "Cordoned"
 	// EventPodCreated: the operation pod was created.
 	EventPodCreated = "PodCreated"
+	// EventMachineRequested: a clusterAPI, metal3 or redfish request was
+	// made (what, of whom, in the note).
+	EventMachineRequested = "MachineRequested"
 	// EventOperationSucceeded: the success criterion was met.
 	EventOperationSucceeded = "OperationSucceeded"
 	// EventOperationCreated: a RemediationPolicy created the operation.

@@ -351,6 +351,17 @@ type AttemptCap struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
 	Window *metav1.Duration `json:"window,omitempty"`
+
+	// MaxFailuresPerGPU caps, per GPU, the faults recorded in the node's GPU
+	// history (kubemedic.io/gpu-history) within the window. A GPU is known
+	// by its UUID, which moves with the card through reboots and reseats.
+	// At the cap the GPU is excluded instead of operated on again: a
+	// DeviceTaintRule for it where the API server serves them (the node
+	// keeps serving its other GPUs), else the node is quarantined.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	MaxFailuresPerGPU *int32 `json:"maxFailuresPerGPU,omitempty"`
 }
 
 // Weekday is a day of the week, in English, three letters.

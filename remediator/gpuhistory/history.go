@@ -396,6 +396,20 @@ func FailuresInWindow(h History, gpu GPUKey, window time.Duration, now time.Time
 	return n
 }
 
+// FaultsInWindow counts the fault entries about gpu in the window before
+// now, with FailuresInWindow's window rule: the count for the per-GPU
+// attempt cap (attemptCap.maxFailuresPerGPU). Operations are not counted:
+// one fault whose reset and reboot both failed is one failure of the GPU.
+func FaultsInWindow(h History, gpu GPUKey, window time.Duration, now time.Time) int {
+	n := 0
+	for _, e := range h.Entries {
+		if e.Fault != nil && gpu.Matches(e) && now.Sub(e.Time) < window {
+			n++
+		}
+	}
+	return n
+}
+
 // GPUSummary is one GPU's history in brief, for `kubemedic status
 // --hardware`.
 type GPUSummary struct {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
 
 // Verdict is what admission decided for a waiting operation.
@@ -52,6 +53,10 @@ type Admission struct {
 	Message string
 	// Quarantine: the node must be quarantined (attempt cap reached).
 	Quarantine bool
+	// ExcludeGPU: the operation's GPU reached the per-GPU cap; it is
+	// excluded by a DeviceTaintRule, or the node quarantined where that
+	// cannot be done.
+	ExcludeGPU bool
 	// Next is when a waiting operation should be looked at again even if
 	// nothing changes (a window opens, a cooldown ends); zero: on change only.
 	Next time.Time
@@ -107,6 +112,9 @@ func Admit(in AdmitInput) Admission {
 	onNode := opsByNode(in.Ops)[op.Spec.NodeName]
 	if !op.Spec.Quarantine {
 		for _, p := range governing {
+			if a, capped := gpuAttemptCap(p, op, in.Node, in.Now); capped {
+				return a
+			}
 			if a, capped := attemptCap(p, op, onNode, in.Now); capped {
 				return a
 			}
@@ -192,6 +200,36 @@ func attemptCap(p *Policy, op *v1alpha1.NodeOperation, onNode []*v1alpha1.NodeOp
 		Message: fmt.Sprintf("policy %s: %d operations on the node in the last %s (attemptCap %d): %s; quarantining",
 			p.Name(), len(in), window, c.MaxAttempts, strings.Join(in, ", ")),
 	}, true
+}
+
+// gpuAttemptCap is the Skip for an operation whose GPU reached its
+// policy's maxFailuresPerGPU: faults of that GPU (by UUID, else bus ID) in
+// the node's GPU history within the window, the one that triggered this
+// operation included once it is recorded. A history that cannot be read is
+// no evidence that the GPU is fine: the cap counts as reached.
+func gpuAttemptCap(p *Policy, op *v1alpha1.NodeOperation, node *corev1.Node, now time.Time) (Admission, bool) {
+	c := p.Obj.Spec.Safety.AttemptCap
+	g := op.Status.GPU
+	if c == nil || c.MaxFailuresPerGPU == nil || g == nil {
+		return Admission{}, false
+	}
+	window := 24 * time.Hour
+	if c.Window != nil {
+		window = c.Window.Duration
+	}
+	key := gpuhistory.GPUKey{UUID: g.UUID, Bus: g.BusID}
+	h, err := gpuhistory.Parse(node.Annotations[gpuhistory.Annotation])
+	if err != nil {
+		return Admission{Verdict: Skip, Reason: v1alpha1.ReasonGPUAttemptCapReached, ExcludeGPU: true,
+			Message: fmt.Sprintf("policy %s: cannot read node %s's GPU history (annotation %s) to count GPU %s's faults: %v", p.Name(), node.Name, gpuhistory.Annotation, key, err)}, true
+	}
+	n := gpuhistory.FaultsInWindow(h, key, window, now)
+	if n < int(*c.MaxFailuresPerGPU) {
+		return Admission{}, false
+	}
+	return Admission{Verdict: Skip, Reason: v1alpha1.ReasonGPUAttemptCapReached, ExcludeGPU: true,
+		Message: fmt.Sprintf("policy %s: GPU %s had %d faults in the last %s (attemptCap.maxFailuresPerGPU %d); excluding it instead of operating again",
+			p.Name(), key, n, window, *c.MaxFailuresPerGPU)}, true
 }
 
 // cooldown holds an operation while the node's last operation ended less than

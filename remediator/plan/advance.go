@@ -11,6 +11,7 @@ import (
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/drain"
+	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
 
 // Timings of the operation lifecycle that no policy sets.
@@ -62,11 +63,44 @@ const (
 	// EffectDeleteOperation deletes the finished operation after its
 	// retention.
 	EffectDeleteOperation
+	// EffectMachineRequest asks the machine provider (Cluster API, Metal3,
+	// a BMC) what Transition.Status.MachineRequest records.
+	EffectMachineRequest
+	// EffectExcludeGPU creates the DeviceTaintRule that
+	// Transition.Status.Exclusion names for AdvanceInput.Device, instead
+	// of a cordon (or, past the per-GPU cap, of a quarantine).
+	EffectExcludeGPU
 )
 
 func (e Effect) String() string {
-	return [...]string{"None", "Reserve", "Quarantine", "Cordon", "Drain", "CreatePod", "DeletePod", "Uncordon", "DeleteOperation"}[e]
+	return [...]string{"None", "Reserve", "Quarantine", "Cordon", "Drain", "CreatePod", "DeletePod", "Uncordon", "DeleteOperation", "MachineRequest", "ExcludeGPU"}[e]
 }
+
+// MachineObservation is what the controller found of the node's machine
+// provider for a clusterAPI, metal3 or redfish operation (Running).
+type MachineObservation struct {
+	// Target names what a request goes to, e.g. "Machine ns/name",
+	// "BareMetalHost ns/name" or the BMC's system URL; "" when none was
+	// found.
+	Target string
+	// Missing says why no target was found: the operation fails.
+	Missing string
+	// Requested: the target carries this operation's request already (a
+	// pass whose status write failed made it).
+	Requested bool
+	// Gone: the Machine this operation asked about no longer exists.
+	Gone bool
+}
+
+// Device is the DRA device of the operation's GPU, found in a
+// ResourceSlice on the node by its UUID.
+type Device struct {
+	Driver, Pool, Name string
+	// Rule is the DeviceTaintRule's name for it.
+	Rule string
+}
+
+func (d Device) String() string { return d.Driver + "/" + d.Pool + "/" + d.Name }
 
 // AdvanceInput is what Advance decides from, read by the controller for the
 // operation's phase. Objects are not changed.
@@ -93,7 +127,16 @@ type AdvanceInput struct {
 	Namespace string
 	// Retention is how long a finished operation is kept (see Retention).
 	Retention time.Duration
-	Now       time.Time
+	// Machine is the node's machine provider as found (Running, for a
+	// clusterAPI, metal3 or redfish template).
+	Machine MachineObservation
+	// Device is the operation's GPU as a DRA device (WaitingForBudget and
+	// Cordoning, when the operation names a GPU UUID); nil when the API
+	// server serves no DeviceTaintRule or no ResourceSlice lists the GPU,
+	// and NoDevice then says which.
+	Device   *Device
+	NoDevice string
+	Now      time.Time
 }
 
 // Event is an Event to emit on the operation and its node once the status
@@ -244,6 +287,11 @@ func (t *transition) pending() {
 		}
 		t.Status.Parameters = params
 	}
+	if tr := op.Spec.Trigger; tr != nil && t.Status.GPU == nil {
+		if bus, uuid := gpuhistory.GPUFromMessage(tr.Message); bus != "" || uuid != "" {
+			t.Status.GPU = &v1alpha1.GPUTarget{UUID: uuid, BusID: bus}
+		}
+	}
 	t.setPhase(v1alpha1.PhaseWaitingForBudget, "checking the safety limits")
 }
 
@@ -261,7 +309,15 @@ func (t *transition) admit() {
 	switch a.Verdict {
 	case Skip:
 		t.Blocked = a.Reason
-		if a.Quarantine {
+		switch {
+		case a.ExcludeGPU && t.in.Device != nil:
+			t.excludeGPU(a.Message)
+			t.finish(v1alpha1.PhaseSkipped, a.Reason, a.Message+"; GPU "+t.in.Device.String()+" excluded by DeviceTaintRule "+t.in.Device.Rule+", the node keeps serving its other GPUs")
+			return
+		case a.ExcludeGPU || a.Quarantine:
+			if a.ExcludeGPU {
+				t.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionCordon, Message: Truncate("quarantined the node, as the GPU alone cannot be excluded: "+t.in.NoDevice, maxMessage)}
+			}
 			t.Effect = EffectQuarantine
 			t.cond(v1alpha1.OperationQuarantined, metav1.ConditionTrue, a.Reason, "node cordoned and tainted "+v1alpha1.TaintQuarantined)
 		}
@@ -288,6 +344,7 @@ func (t *transition) admit() {
 	t.Status.StartTime = &start
 	if t.in.Node != nil {
 		t.Status.BootID = t.in.Node.Status.NodeInfo.BootID
+		t.Status.NodeUID = string(t.in.Node.UID)
 	}
 	t.emit(corev1.EventTypeNormal, v1alpha1.EventStarted, "Start", "every safety limit passed; starting "+Describe(op))
 	if op.Spec.Quarantine || op.Spec.Cordon || op.Spec.Drain != nil {
@@ -329,6 +386,16 @@ func (t *transition) cordoning() {
 		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonNodeNotFound, "node "+op.Spec.NodeName+" does not exist")
 		return
 	}
+	if t.gpuScoped() {
+		if t.in.Device != nil {
+			t.excludeGPU("kubemedic excluded only the faulty GPU; the node stays schedulable for its other GPUs")
+			t.next()
+			return
+		}
+		t.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionCordon, Message: Truncate("cordoned the node: "+t.in.NoDevice, maxMessage)}
+	} else {
+		t.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionCordon, Message: "cordoned the node: the operation acts on the whole node"}
+	}
 	switch by := n.Annotations[v1alpha1.AnnotationCordonedBy]; {
 	case n.Spec.Unschedulable && by == "":
 		t.cond(v1alpha1.OperationCordoned, metav1.ConditionTrue, v1alpha1.ReasonCordonedByHuman, "the node was already cordoned by someone else; kubemedic leaves it cordoned")
@@ -344,12 +411,50 @@ func (t *transition) cordoning() {
 		t.cond(v1alpha1.OperationCordoned, metav1.ConditionTrue, v1alpha1.ReasonCordonedByKubemedic, "kubemedic cordoned the node and uncordons it after verification")
 		t.emit(corev1.EventTypeNormal, v1alpha1.EventCordoned, "Cordon", "node cordoned")
 	}
-	if op.Spec.Drain != nil {
+	t.next()
+}
+
+// next leaves Cordoning for the drain, or for the operation.
+func (t *transition) next() {
+	if t.in.Op.Spec.Drain != nil {
 		t.cond(v1alpha1.OperationDrained, metav1.ConditionFalse, v1alpha1.ReasonDraining, "draining")
 		t.setPhase(v1alpha1.PhaseDraining, "draining the node")
 		return
 	}
 	t.setPhase(v1alpha1.PhaseRunning, "starting the operation")
+}
+
+// gpuScoped reports whether the operation acts on one GPU the trigger names
+// by UUID: it is not a quarantine, and its template (read in Cordoning)
+// does not reboot, power-cycle or replace the whole node.
+func (t *transition) gpuScoped() bool {
+	op := t.in.Op
+	return !op.Spec.Quarantine && op.Status.GPU != nil && op.Status.GPU.UUID != "" && !NodeWide(t.in.Template)
+}
+
+// NodeWide reports whether a template acts on the whole node (a reboot,
+// a power cycle, a machine replacement), so that excluding one GPU instead
+// of cordoning would let pods land on a node about to go down. A missing
+// template counts as node-wide.
+func NodeWide(tpl *v1alpha1.NodeOperationTemplate) bool {
+	if tpl == nil {
+		return true
+	}
+	switch tpl.Spec.SuccessCriterion {
+	case v1alpha1.SuccessNodeRebooted, v1alpha1.SuccessMachineReplaced:
+		return true
+	}
+	return tpl.Spec.MachineKind() != ""
+}
+
+// excludeGPU taints the operation's GPU (AdvanceInput.Device) through a
+// DeviceTaintRule instead of cordoning the node.
+func (t *transition) excludeGPU(msg string) {
+	d := t.in.Device
+	t.Effect = EffectExcludeGPU
+	t.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionDeviceTaintRule, DeviceTaintRule: d.Rule, Device: d.String(), Message: Truncate(msg, maxMessage)}
+	t.cond(v1alpha1.OperationCordoned, metav1.ConditionFalse, v1alpha1.ReasonGPUExcluded, fmt.Sprintf("GPU %s (%s) excluded by DeviceTaintRule %s (NoSchedule); the node is not cordoned", t.in.Op.Status.GPU.UUID, d, d.Rule))
+	t.emit(corev1.EventTypeNormal, v1alpha1.ReasonGPUExcluded, "Exclude", fmt.Sprintf("GPU %s excluded by DeviceTaintRule %s; the node stays schedulable", t.in.Op.Status.GPU.UUID, d.Rule))
 }
 
 // draining decides the drain's next pass from the node's pods.
@@ -390,7 +495,7 @@ func DrainProgress(d drain.Decision, blocked []string) string {
 // running waits for the template's success criterion within the timeout,
 // creating the operation pod the first time.
 func (t *transition) running() {
-	op, tpl, pod, n := t.in.Op, t.in.Template, t.in.Pod, t.in.Node
+	op, tpl, pod := t.in.Op, t.in.Template, t.in.Pod
 	if tpl == nil {
 		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonTemplateNotFound, fmt.Sprintf("NodeOperationTemplate %s does not exist", op.Spec.Operation))
 		return
@@ -404,11 +509,20 @@ func (t *transition) running() {
 		t.setPhase(v1alpha1.PhaseVerifying, "verifying the node")
 		return
 	}
+	kind := tpl.Spec.MachineKind()
 	if apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.OperationSucceeded) == nil {
-		t.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonRunning, "the operation pod is running")
+		msg := "the operation pod is running"
+		if kind != "" {
+			msg = "asking the machine provider (" + string(kind) + ")"
+		}
+		t.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonRunning, msg)
 	}
 	timeout := OperationTimeout(op, tpl)
 	deadline := t.since(v1alpha1.OperationSucceeded).Add(timeout)
+	if kind != "" {
+		t.machine(kind, criterion, timeout, deadline)
+		return
+	}
 
 	if pod != nil && t.Status.PodName == "" {
 		// Created in a pass whose status write failed: recorded now, so
@@ -418,12 +532,7 @@ func (t *transition) running() {
 	// A reboot counts only once the operation pod was created: a node that
 	// rebooted before (a long drain, or the fault itself) has not run the
 	// template.
-	if criterion == v1alpha1.SuccessNodeRebooted && t.Status.PodName != "" && n != nil && op.Status.BootID != "" &&
-		n.Status.NodeInfo.BootID != "" && n.Status.NodeInfo.BootID != op.Status.BootID && nodeReady(n) {
-		msg := fmt.Sprintf("the node rebooted: boot ID %s, was %s, and it is Ready", n.Status.NodeInfo.BootID, op.Status.BootID)
-		t.cond(v1alpha1.OperationSucceeded, metav1.ConditionTrue, v1alpha1.ReasonNodeRebooted, msg)
-		t.emit(corev1.EventTypeNormal, v1alpha1.EventOperationSucceeded, "Run", msg)
-		t.setPhase(v1alpha1.PhaseVerifying, "verifying the node")
+	if criterion == v1alpha1.SuccessNodeRebooted && t.Status.PodName != "" && t.rebooted() {
 		return
 	}
 	if pod != nil {
@@ -474,11 +583,141 @@ func (t *transition) running() {
 	}
 }
 
+// rebooted moves to Verifying when the node's boot ID changed since the
+// operation started and the node is Ready.
+func (t *transition) rebooted() bool {
+	op, n := t.in.Op, t.in.Node
+	if n == nil || op.Status.BootID == "" || n.Status.NodeInfo.BootID == "" || n.Status.NodeInfo.BootID == op.Status.BootID || !nodeReady(n) {
+		return false
+	}
+	msg := fmt.Sprintf("the node rebooted: boot ID %s, was %s, and it is Ready", n.Status.NodeInfo.BootID, op.Status.BootID)
+	t.cond(v1alpha1.OperationSucceeded, metav1.ConditionTrue, v1alpha1.ReasonNodeRebooted, msg)
+	t.emit(corev1.EventTypeNormal, v1alpha1.EventOperationSucceeded, "Run", msg)
+	t.setPhase(v1alpha1.PhaseVerifying, "verifying the node")
+	return true
+}
+
+// machine runs a clusterAPI, metal3 or redfish operation: ask the provider
+// once, then wait for the machine to be replaced (MachineReplaced) or
+// power-cycled (NodeRebooted) within the timeout.
+func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.SuccessCriterion, timeout time.Duration, deadline time.Time) {
+	op, n, m := t.in.Op, t.in.Node, t.in.Machine
+	if t.Status.MachineRequest == nil {
+		switch {
+		case m.Requested:
+			// Asked in a pass whose status write failed: recorded now,
+			// never asked twice.
+			t.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: m.Target, Action: MachineAction(kind, t.in.Template), Time: metav1.NewTime(t.in.Now)}
+		case m.Missing != "":
+			msg := Truncate(m.Missing, maxMessage)
+			t.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonMachineNotFound, msg)
+			t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonMachineNotFound, msg)
+			return
+		case !t.in.Now.Before(deadline):
+			// Transient errors until the timeout (a BMC answering 503).
+		default:
+			t.Effect = EffectMachineRequest
+			t.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: m.Target, Action: MachineAction(kind, t.in.Template), Time: metav1.NewTime(t.in.Now)}
+			t.emit(corev1.EventTypeNormal, v1alpha1.EventMachineRequested, "Request", fmt.Sprintf("asked %s: %s", m.Target, t.Status.MachineRequest.Action))
+		}
+	}
+	if t.Status.MachineRequest != nil && t.Effect == EffectNone {
+		switch criterion {
+		case v1alpha1.SuccessMachineReplaced:
+			msg := ""
+			switch {
+			case m.Gone:
+				msg = fmt.Sprintf("%s is gone: Cluster API replaced the machine", t.Status.MachineRequest.Target)
+			case n == nil:
+				msg = fmt.Sprintf("node %s is gone with its machine", op.Spec.NodeName)
+			case op.Status.NodeUID != "" && string(n.UID) != op.Status.NodeUID && nodeReady(n):
+				msg = fmt.Sprintf("node %s was replaced: UID %s, was %s, and it is Ready", n.Name, n.UID, op.Status.NodeUID)
+			}
+			if msg != "" {
+				t.cond(v1alpha1.OperationSucceeded, metav1.ConditionTrue, v1alpha1.ReasonMachineReplaced, msg)
+				t.emit(corev1.EventTypeNormal, v1alpha1.EventOperationSucceeded, "Run", msg)
+				t.setPhase(v1alpha1.PhaseVerifying, "verifying the node")
+				return
+			}
+		case v1alpha1.SuccessNodeRebooted:
+			if t.rebooted() {
+				return
+			}
+		}
+	}
+	if !t.in.Now.Before(deadline) {
+		msg := fmt.Sprintf("no success after %s (%s)", timeout, criterion)
+		if r := t.Status.MachineRequest; r != nil {
+			msg += fmt.Sprintf(" since %s was asked to %s", r.Target, r.Action)
+		} else {
+			msg += fmt.Sprintf("; %s could not be asked", m.Target)
+		}
+		t.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonOperationTimeout, msg)
+		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonOperationTimeout, msg)
+		return
+	}
+	t.requeueAt(deadline)
+	t.requeue(VerifyResync)
+	what := "the node to reboot (boot ID " + op.Status.BootID + ") and be Ready"
+	if criterion == v1alpha1.SuccessMachineReplaced {
+		what = "the Machine to be replaced"
+	}
+	t.Status.Message = Truncate(fmt.Sprintf("asked %s; waiting for %s, until %s", m.Target, what, deadline.UTC().Format(time.RFC3339)), maxMessage)
+}
+
+// MachineAction says in words what a machine template asks.
+func MachineAction(kind v1alpha1.MachineKind, tpl *v1alpha1.NodeOperationTemplate) string {
+	switch kind {
+	case v1alpha1.MachineClusterAPI:
+		return "annotated " + AnnotationRemediateMachine + " so that its MachineHealthCheck replaces it"
+	case v1alpha1.MachineMetal3:
+		mode := policies.DefaultMetal3Mode
+		if tpl != nil && tpl.Spec.Metal3 != nil && tpl.Spec.Metal3.Mode != "" {
+			mode = tpl.Spec.Metal3.Mode
+		}
+		return fmt.Sprintf("annotated %s={\"mode\":\"%s\"} (power cycle)", AnnotationMetal3Reboot, mode)
+	case v1alpha1.MachineRedfish:
+		rt := policies.DefaultRedfishReset
+		if tpl != nil && tpl.Spec.Redfish != nil && tpl.Spec.Redfish.ResetType != "" {
+			rt = tpl.Spec.Redfish.ResetType
+		}
+		return "ComputerSystem.Reset ResetType=" + rt
+	}
+	return ""
+}
+
+// MachineFailed ends a machine request the provider refused for good (a
+// BMC's 401): the controller calls it on the transition whose
+// EffectMachineRequest failed so.
+func MachineFailed(t *Transition, op *v1alpha1.NodeOperation, msg string, now time.Time) {
+	tr := &transition{in: AdvanceInput{Op: op, Now: now}, Transition: Transition{Status: t.Status}}
+	tr.Status.MachineRequest = nil
+	tr.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonMachineRequestFailed, Truncate(msg, maxMessage))
+	tr.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonMachineRequestFailed, msg)
+	*t = tr.Transition
+}
+
+// Annotations of other projects' objects that machine operations set.
+const (
+	// AnnotationRemediateMachine on a Cluster API Machine asks its
+	// MachineHealthCheck to remediate (replace) it.
+	AnnotationRemediateMachine = "cluster.x-k8s.io/remediate-machine"
+	// AnnotationMetal3Reboot on a BareMetalHost power-cycles it; Metal3
+	// removes it once the host is back on.
+	AnnotationMetal3Reboot = "reboot.metal3.io"
+)
+
 // verifying waits for the node to pass verification within the recovery
 // timeout, then uncordons it.
 func (t *transition) verifying() {
 	op, n := t.in.Op, t.in.Node
 	if n == nil {
+		if r := op.Status.MachineRequest; r != nil && r.Kind == v1alpha1.MachineClusterAPI {
+			// Replaced under another name: the new node is checked by the
+			// policies like any node.
+			t.finish(v1alpha1.PhaseSucceeded, v1alpha1.ReasonMachineReplaced, fmt.Sprintf("node %s is gone with its replaced machine; its successor joins under its own name", op.Spec.NodeName))
+			return
+		}
 		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonNodeNotFound, "node "+op.Spec.NodeName+" does not exist")
 		return
 	}
