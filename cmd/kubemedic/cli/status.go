@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
 
 // statusOptions are the flags of `kubemedic status`.
@@ -26,6 +27,10 @@ type statusOptions struct {
 	Output   string
 	Watch    bool
 	Interval time.Duration
+	// Hardware shows the per-GPU history (the RMA list) instead of the
+	// fleet; Window is the window its failure count covers.
+	Hardware bool
+	Window   time.Duration
 }
 
 func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -35,8 +40,8 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 		nowFlag    string
 	)
 	cmd := &cobra.Command{
-		Use:   "status [--kubeconfig FILE] [-o json|yaml] [--watch [--interval 2s]] [--now TIME]",
-		Short: "Show the fleet on one screen: unhealthy nodes, operations, policies, quarantine, reclaim notices",
+		Use:   "status [--kubeconfig FILE] [--hardware [--window 24h]] [-o json|yaml] [--watch [--interval 2s]] [--now TIME]",
+		Short: "Show the fleet on one screen: unhealthy nodes, operations, policies, quarantine, reclaim notices; --hardware: the GPU RMA list",
 		Long: `Status reads the live cluster (nodes, NodeOperations, RemediationPolicies and
 the metadata of pods) and shows on one screen:
 
@@ -51,6 +56,17 @@ the metadata of pods) and shows on one screen:
   4. the quarantined nodes with the NodeOperations kept on each, oldest first;
   5. the pods with the janitor's reclaim notice: owner, rule, deadline, snooze.
 
+With --hardware it shows instead the RMA list: every GPU, by UUID, of every
+node whose kubemedic.io/gpu-history annotation (the bounded per-node GPU
+history the remediator writes) records something: node, UUID, last PCI bus
+ID, whether the node is quarantined, the faults kept, the failures (faults
+and Failed operations) in the last --window as the per-GPU attempt cap
+counts them, the last fault (condition, reason, Xid or ECC kind) and the
+last operation (operation, outcome, NodeOperation), worst first. Entries
+that name no GPU are the row GPU "node". A GPU that keeps failing across
+resets and nodes is the one to send back to the vendor. It lists only
+nodes.
+
 It only gets and lists; its client refuses any other request. As a kubectl
 plugin (the binary installed as kubectl-medic on the PATH) it runs as
 'kubectl medic status'.
@@ -58,12 +74,20 @@ plugin (the binary installed as kubectl-medic on the PATH) it runs as
 Exit status: 0 when no breaker is open and no node is quarantined; 1 when a
 breaker is open or a node is quarantined (listed under "attention"), or when
 a request failed (the error names it: no status is no evidence of health);
-2 for bad usage. With --watch it runs until interrupted and exits 0.`,
+2 for bad usage. With --watch it runs until interrupted and exits 0.
+
+With --hardware the exit status is 1 only when a node's history annotation
+does not parse (the node is listed with GPU "?" and the error, and under
+"attention": lost evidence must be loud) or a request failed; quarantined
+nodes and open breakers do not change it.`,
 		Example: `  # The fleet now, with the current kubeconfig context
   kubemedic status
 
   # As a kubectl plugin, every 2 seconds until Ctrl-C
   kubectl medic status --watch
+
+  # The RMA list: GPUs with the most failures in the last 7 days first
+  kubemedic status --hardware --window 168h
 
   # Gate a script: stop when a breaker is open or a node is quarantined
   kubemedic status -o json > status.json || exit 1`,
@@ -76,6 +100,12 @@ a request failed (the error names it: no status is no evidence of health);
 			}
 			if opts.Interval <= 0 {
 				return fmt.Errorf("--interval: %s is not a positive duration such as 2s", opts.Interval)
+			}
+			if cmd.Flags().Changed("window") && !opts.Hardware {
+				return fmt.Errorf("--window needs --hardware: it is the window of the per-GPU failure count")
+			}
+			if opts.Window <= 0 {
+				return fmt.Errorf("--window: %s is not a positive duration such as 24h", opts.Window)
 			}
 			var clk clock.PassiveClock = clock.RealClock{}
 			if nowFlag != "" {
@@ -94,6 +124,9 @@ a request failed (the error names it: no status is no evidence of health);
 				return exitCode(ExitInvalid)
 			}
 			read := func(ctx context.Context) (statusInput, error) { return readStatus(ctx, c, host) }
+			if opts.Hardware {
+				read = func(ctx context.Context) (statusInput, error) { return readHardware(ctx, c, host) }
+			}
 			ctx := cmd.Context()
 			if opts.Watch {
 				var stop context.CancelFunc
@@ -107,6 +140,8 @@ a request failed (the error names it: no status is no evidence of health);
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "json or yaml instead of the screen")
 	cmd.Flags().BoolVarP(&opts.Watch, "watch", "w", false, "show the status again every --interval until interrupted")
 	cmd.Flags().DurationVar(&opts.Interval, "interval", 2*time.Second, "how often --watch reads the cluster")
+	cmd.Flags().BoolVar(&opts.Hardware, "hardware", false, "show the RMA list instead: each GPU's fault and operation history from the nodes' "+gpuhistory.Annotation+" annotation, worst first")
+	cmd.Flags().DurationVar(&opts.Window, "window", 24*time.Hour, "with --hardware, the window of the failure count that ranks the GPUs")
 	cmd.Flags().StringVar(&nowFlag, "now", "", "describe the cluster as at this RFC 3339 time (ages, windows) instead of the current time")
 	return cmd
 }
@@ -115,8 +150,14 @@ a request failed (the error names it: no status is no evidence of health);
 // every opts.Interval of ticker until ctx ends. It returns the exit status.
 func runStatus(ctx context.Context, read func(context.Context) (statusInput, error), clk clock.PassiveClock,
 	ticker clock.WithTicker, opts statusOptions, stdout, stderr io.Writer) int {
+	show := func(ctx context.Context) (int, error) {
+		if opts.Hardware {
+			return showHardware(ctx, read, clk, opts.Output, opts.Window, stdout)
+		}
+		return showStatus(ctx, read, clk, opts.Output, stdout)
+	}
 	if !opts.Watch {
-		code, err := showStatus(ctx, read, clk, opts.Output, stdout)
+		code, err := show(ctx)
 		if err != nil {
 			fmt.Fprintf(stderr, "kubemedic status: %v\n", err)
 			return ExitInvalid
@@ -131,7 +172,7 @@ func runStatus(ctx context.Context, read func(context.Context) (statusInput, err
 			// Home the cursor and clear the screen, as watch(1) does.
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J")
 		}
-		if _, err := showStatus(ctx, read, clk, opts.Output, stdout); err != nil {
+		if _, err := show(ctx); err != nil {
 			if ctx.Err() != nil {
 				return ExitOK
 			}
@@ -154,26 +195,34 @@ func showStatus(ctx context.Context, read func(context.Context) (statusInput, er
 		return ExitInvalid, err
 	}
 	st := buildStatus(in, clk.Now())
-	switch output {
-	case "json":
-		b, err := json.MarshalIndent(st, "", "  ")
-		if err != nil {
-			return ExitInvalid, fmt.Errorf("encode json: %w", err)
-		}
-		fmt.Fprintf(w, "%s\n", b)
-	case "yaml":
-		b, err := yaml.Marshal(st)
-		if err != nil {
-			return ExitInvalid, fmt.Errorf("encode yaml: %w", err)
-		}
-		fmt.Fprintf(w, "---\n%s", b)
-	default:
-		printStatus(w, st)
+	if err := writeOutput(w, output, st, func() { printStatus(w, st) }); err != nil {
+		return ExitInvalid, err
 	}
 	if len(st.Attention) > 0 {
 		return ExitInvalid, nil
 	}
 	return ExitOK, nil
+}
+
+// writeOutput writes v as -o json or yaml, or calls screen for the screen.
+func writeOutput(w io.Writer, output string, v any, screen func()) error {
+	switch output {
+	case "json":
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode json: %w", err)
+		}
+		fmt.Fprintf(w, "%s\n", b)
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode yaml: %w", err)
+		}
+		fmt.Fprintf(w, "---\n%s", b)
+	default:
+		screen()
+	}
+	return nil
 }
 
 // readStatus lists what status shows. Pods are listed as metadata only:

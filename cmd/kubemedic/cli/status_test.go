@@ -30,6 +30,7 @@ import (
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/janitor/decide"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
 
@@ -260,6 +261,9 @@ func TestStatusUsage(t *testing.T) {
 		{[]string{"status", "--interval", "0s"}, ExitUsage, "kubemedic: --interval: 0s is not a positive duration"},
 		{[]string{"status", "--watch", "--now", "2026-11-21T12:00:00Z"}, ExitUsage, "kubemedic: --now and --watch exclude each other"},
 		{[]string{"status", "--now", "noon"}, ExitUsage, `kubemedic: --now: "noon" is not an RFC 3339 time`},
+		{[]string{"status", "--window", "48h"}, ExitUsage, "kubemedic: --window needs --hardware"},
+		{[]string{"status", "--hardware", "--window", "0s"}, ExitUsage, "kubemedic: --window: 0s is not a positive duration such as 24h"},
+		{[]string{"status", "--hardware", "-o", "xml"}, ExitUsage, `kubemedic: -o: "xml" is not json or yaml`},
 		{[]string{"status", "nodes"}, ExitUsage, `kubemedic: unknown command "nodes" for "kubemedic status"`},
 		{[]string{"status", "--kubeconfig", missing}, ExitInvalid, "kubemedic status: load kubeconfig: "},
 	} {
@@ -429,4 +433,33 @@ func TestStatusOnAPIServer(t *testing.T) {
 	require.Equal(t, ExitOK, code, errOut)
 	require.Contains(t, out, "OK: no breaker open, no node quarantined\n")
 	require.Contains(t, out, "\nQuarantined nodes (0)\n")
+
+	// --hardware: no history yet, then the sick node's GPU history; an
+	// unreadable history on another node exits 1 and names it.
+	code, out, errOut = simRun("status", "--hardware", "--kubeconfig", env.Kubeconfig)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "No node has a GPU history (the kubemedic.io/gpu-history annotation, which the remediator writes).\n")
+	annotate := func(name, history string) {
+		t.Helper()
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Name: name}, n))
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[gpuhistory.Annotation] = history
+		require.NoError(t, c.Update(ctx, n))
+	}
+	annotate(sick, history(t, xidFault(2*time.Hour, bus3b, gpuA, 79), opDone(time.Hour, bus3b, gpuA, "xid.sick-0", "reset-gpu", gpuhistory.Failed)))
+	code, out, errOut = simRun("status", "--hardware", "-o", "json", "--now", statusNow.Format(time.RFC3339), "--kubeconfig", env.Kubeconfig)
+	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Equal(t, ExitOK, code, errOut)
+	var hw Hardware
+	require.NoError(t, json.Unmarshal([]byte(out), &hw))
+	requireSameJSON(t, []GPUHardware{{Node: sick, GPU: gpuA, UUID: gpuA, Bus: bus3b, Faults: 1, FailuresInWindow: 2, LastFault: hwXid(2*time.Hour, 79),
+		LastOperation: hwOp(time.Hour, "xid.sick-0", "reset-gpu", gpuhistory.Failed)}}, hw.GPUs)
+	annotate(healthy, badHistory)
+	code, out, errOut = simRun("status", "--hardware", "--kubeconfig", env.Kubeconfig)
+	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Equal(t, ExitInvalid, code, errOut)
+	require.Contains(t, out, "ATTENTION (1):\n  node "+healthy+": unreadable GPU history: decode kubemedic.io/gpu-history: ")
+	require.Contains(t, out, "  "+sick+"  "+gpuA+"  0000:3b:00.0  no  ")
 }
