@@ -32,6 +32,14 @@ const (
 	// value is the NodeOperation name), so that kubemedic uncordons only what
 	// it cordoned itself and never undoes a human's cordon.
 	AnnotationCordonedBy = "kubemedic.io/cordoned-by"
+	// AnnotationMachineRequestedBy on a Cluster API Machine, a Metal3
+	// BareMetalHost or (for a BMC) a Node names the NodeOperation that asked
+	// to replace or power-cycle it, so that no pass asks twice.
+	AnnotationMachineRequestedBy = "kubemedic.io/machine-requested-by"
+	// AnnotationBareMetalHost on a Node names its Metal3 BareMetalHost as
+	// namespace/name, for clusters whose nodes' providerID does not (CAPM3
+	// writes metal3://namespace/name/... there).
+	AnnotationBareMetalHost = "kubemedic.io/baremetalhost"
 	// AnnotationResetBreaker on a RemediationPolicy, set by a human to any new
 	// value, closes an open circuit breaker at once.
 	AnnotationResetBreaker = "kubemedic.io/reset-breaker"

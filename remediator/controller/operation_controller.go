@@ -19,6 +19,7 @@ import (
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/drain"
 	"github.com/kubemedic/kubemedic/remediator/plan"
+	"github.com/kubemedic/kubemedic/remediator/rung"
 )
 
 // OperationReconciler drives NodeOperations through their lifecycle. It
@@ -43,6 +44,12 @@ type OperationReconciler struct {
 	// stretches it to the longest attempt-cap window and node cooldown of
 	// any policy, which are counted from finished operations.
 	Retention time.Duration
+
+	// Machines asks Cluster API, Metal3 and BMCs for machine operations.
+	Machines *rung.Provider
+	// DRA: the API server serves DeviceTaintRule, so a GPU-scoped
+	// operation excludes the GPU alone instead of cordoning the node.
+	DRA bool
 
 	ledger *ledger
 	// owners tells the owners of the pods a drain stops; nil: nobody is told.
@@ -137,6 +144,9 @@ func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOper
 			log.FromContext(ctx).Info("Advancing operation", "from", op.Status.Phase, "to", t.Status.Phase, "effect", t.Effect, "message", t.Status.Message)
 		}
 		before := op.Status.Phase
+		if err := r.recordHistory(ctx, before, op, t.Status); err != nil {
+			return out, err
+		}
 		op.Status = t.Status
 		out.events = append(out.events, t.Events...)
 		out.afterWrite = append(out.afterWrite, r.metrics(op, t)...)
@@ -181,9 +191,17 @@ func (r *OperationReconciler) observe(ctx context.Context, op *v1alpha1.NodeOper
 			st.in.Template, err = r.template(ctx, op.Spec.Operation)
 		}
 	case v1alpha1.PhaseWaitingForBudget:
-		err = r.admission(ctx, st)
+		if err = r.admission(ctx, st); err == nil {
+			st.in.Device, st.in.NoDevice, err = r.device(ctx, op)
+		}
 	case v1alpha1.PhaseCordoning:
 		if !op.Spec.Quarantine {
+			if st.in.Template, err = r.template(ctx, op.Spec.Operation); err != nil {
+				break
+			}
+			if st.in.Device, st.in.NoDevice, err = r.device(ctx, op); err != nil {
+				break
+			}
 			// From the API server: a fresh human cordon must never be taken
 			// for an operation's.
 			n := &corev1.Node{}
@@ -203,7 +221,12 @@ func (r *OperationReconciler) observe(ctx context.Context, op *v1alpha1.NodeOper
 		}
 		st.in.Pods = pods.Items
 	case v1alpha1.PhaseRunning:
-		if st.in.Template, err = r.template(ctx, op.Spec.Operation); err == nil {
+		if st.in.Template, err = r.template(ctx, op.Spec.Operation); err != nil {
+			break
+		}
+		if tpl := st.in.Template; tpl != nil && tpl.Spec.MachineKind() != "" {
+			st.in.Machine, err = r.Machines.Observe(ctx, tpl, op, node)
+		} else {
 			st.in.Pod, err = r.operationPod(ctx, op)
 		}
 	case v1alpha1.PhaseVerifying:
@@ -287,7 +310,20 @@ func (r *OperationReconciler) effect(ctx context.Context, st *step, t *plan.Tran
 			return false, fmt.Errorf("delete timed-out operation pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	case plan.EffectUncordon:
+		if err := r.includeGPU(ctx, op); err != nil {
+			return false, err
+		}
 		return false, r.uncordon(ctx, op.Spec.NodeName, op.Name)
+	case plan.EffectExcludeGPU:
+		return false, r.excludeGPU(ctx, &v1alpha1.NodeOperation{ObjectMeta: op.ObjectMeta, Spec: op.Spec, Status: t.Status}, st.in.Device)
+	case plan.EffectMachineRequest:
+		if err := r.Machines.Request(ctx, st.in.Template, op, st.in.Node); err != nil {
+			if rung.IsPermanent(err) {
+				plan.MachineFailed(t, op, err.Error(), st.in.Now)
+				return false, nil
+			}
+			return false, fmt.Errorf("operation %s: ask %s: %w", op.Name, t.Status.MachineRequest.Target, err)
+		}
 	case plan.EffectDeleteOperation:
 		log.FromContext(ctx).Info("Deleting finished operation after retention", "completed", op.Status.CompletionTime.Time, "retention", st.in.Retention)
 		if err := r.Client.Delete(ctx, op, client.Preconditions{UID: &op.UID}); err != nil && !apierrors.IsNotFound(err) {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -22,7 +23,9 @@ import (
 
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/devicetaint"
 	"github.com/kubemedic/kubemedic/remediator/drain"
+	"github.com/kubemedic/kubemedic/remediator/rung"
 	"github.com/kubemedic/kubemedic/remediator/stackhealth"
 )
 
@@ -104,9 +107,21 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("set up discovery: %w", err)
+	}
+	dra, err := devicetaint.Served(dc)
+	if err != nil {
+		return fmt.Errorf("ask whether the API server serves DeviceTaintRule: %w", err)
+	}
+	log.FromContext(ctx).Info("GPU exclusion", "deviceTaintRule", dra,
+		"path", map[bool]string{true: "a GPU-scoped operation taints the GPU alone (DeviceTaintRule)", false: "a GPU-scoped operation cordons the node (no DeviceTaintRule served)"}[dra])
 	or := &OperationReconciler{
-		Drainer: evictor,
-		Client:  c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,
+		Machines: &rung.Provider{Client: c, Reader: mgr.GetAPIReader(), Namespace: opts.Namespace},
+		DRA:      dra,
+		Drainer:  evictor,
+		Client:   c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,
 		Namespace: opts.Namespace, Retention: opts.Retention,
 		ledger: &ledger{client: c, reader: mgr.GetAPIReader(), namespace: opts.Namespace},
 		owners: owners,

@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/devicetaint"
+	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
+	"github.com/kubemedic/kubemedic/remediator/plan"
+)
+
+// device finds the operation's GPU as a DRA device, or says why it cannot
+// be excluded alone.
+func (r *OperationReconciler) device(ctx context.Context, op *v1alpha1.NodeOperation) (*plan.Device, string, error) {
+	g := op.Status.GPU
+	switch {
+	case g == nil || g.UUID == "":
+		return nil, "the trigger names no GPU UUID", nil
+	case !r.DRA:
+		return nil, "the API server does not serve " + devicetaint.GroupVersion.String() + " DeviceTaintRule", nil
+	}
+	var slices resourcev1.ResourceSliceList
+	if err := r.Reader.List(ctx, &slices, client.MatchingFields{"spec.nodeName": op.Spec.NodeName}); err != nil {
+		return nil, "", fmt.Errorf("list ResourceSlices of node %s: %w", op.Spec.NodeName, err)
+	}
+	d, err := devicetaint.Find(slices.Items, op.Spec.NodeName, g.UUID)
+	if err != nil {
+		return nil, err.Error(), nil
+	}
+	return &plan.Device{Driver: d.Driver, Pool: d.Pool, Name: d.Name, Rule: devicetaint.RuleName(op.Spec.NodeName, g.UUID)}, "", nil
+}
+
+// excludeGPU applies the DeviceTaintRule of the operation's GPU.
+func (r *OperationReconciler) excludeGPU(ctx context.Context, op *v1alpha1.NodeOperation, d *plan.Device) error {
+	reason := "Unhealthy"
+	if op.Spec.Trigger != nil && op.Spec.Trigger.Reason != "" {
+		reason = op.Spec.Trigger.Reason
+	}
+	rule := devicetaint.Rule(devicetaint.Device{Driver: d.Driver, Pool: d.Pool, Name: d.Name}, op.Spec.NodeName, op.Status.GPU.UUID, op.Name, reason)
+	return devicetaint.Apply(ctx, r.Client, rule)
+}
+
+// includeGPU removes the DeviceTaintRule of the operation's GPU after a
+// verified repair; none is fine.
+func (r *OperationReconciler) includeGPU(ctx context.Context, op *v1alpha1.NodeOperation) error {
+	if !r.DRA || op.Status.GPU == nil || op.Status.GPU.UUID == "" {
+		return nil
+	}
+	return devicetaint.Remove(ctx, r.Client, op.Spec.NodeName, op.Status.GPU.UUID)
+}
+
+// xidRe finds an Xid number in a condition message ("Xid 79", "Xid: 79").
+var xidRe = regexp.MustCompile(`\bXid:? ?\(?(\d{1,5})\b`)
+
+// historyEntry is what a transition adds to the node's GPU history: the
+// fault when an operation leaves Pending with a trigger (timed at the
+// condition's transition, so that every step of one episode records one
+// fault), the operation when it finishes (dry runs changed nothing and are
+// not recorded). ok is false when there is nothing to record.
+func historyEntry(before v1alpha1.NodeOperationPhase, op *v1alpha1.NodeOperation, st v1alpha1.NodeOperationStatus) (gpuhistory.Entry, bool) {
+	var e gpuhistory.Entry
+	if st.GPU != nil {
+		e.UUID, e.Bus = st.GPU.UUID, st.GPU.BusID
+	}
+	switch {
+	case (before == "" || before == v1alpha1.PhasePending) && st.Phase == v1alpha1.PhaseWaitingForBudget && op.Spec.Trigger != nil:
+		tr := op.Spec.Trigger
+		f := &gpuhistory.Fault{Condition: tr.Type, Reason: tr.Reason}
+		if m := xidRe.FindStringSubmatch(tr.Message); m != nil {
+			f.Xid, _ = strconv.Atoi(m[1])
+		}
+		if tr.Type == v1alpha1.ConditionGPUMemoryUnhealthy {
+			f.ECC = tr.Reason
+		}
+		e.Time, e.Fault = tr.LastTransitionTime.Time, f
+		return e, true
+	case !before.Finished() && st.Phase.Finished() && !op.Spec.DryRun && !op.Spec.Quarantine:
+		step := 0
+		if s, err := strconv.Atoi(op.Labels[v1alpha1.LabelStepIndex]); err == nil {
+			step = s
+		}
+		e.Time = st.CompletionTime.Time
+		e.Operation = &gpuhistory.Operation{Name: op.Name, Policy: op.Spec.Policy, Step: step, Operation: op.Spec.Operation, Outcome: gpuhistory.Outcome(st.Phase)}
+		return e, true
+	}
+	return e, false
+}
+
+// recordHistory adds the transition's entry to the node's GPU history
+// annotation before the status that records the transition is written: a
+// failed write fails the pass, which is retried, and an entry already there
+// (a retried pass) is not added twice. An annotation that does not parse is
+// left alone and the failure logged: evidence is never overwritten.
+func (r *OperationReconciler) recordHistory(ctx context.Context, before v1alpha1.NodeOperationPhase, op *v1alpha1.NodeOperation, st v1alpha1.NodeOperationStatus) error {
+	e, ok := historyEntry(before, op, st)
+	if !ok {
+		return nil
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := &corev1.Node{}
+		if err := r.Reader.Get(ctx, types.NamespacedName{Name: op.Spec.NodeName}, n); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("get node %s for its GPU history: %w", op.Spec.NodeName, err)
+		}
+		h, err := gpuhistory.Parse(n.Annotations[gpuhistory.Annotation])
+		if err != nil {
+			log.FromContext(ctx).Error(err, "Not recording the GPU history: the node's annotation does not parse; fix or remove it", "annotation", gpuhistory.Annotation, "entry", e)
+			return nil
+		}
+		if has(h, e) {
+			return nil
+		}
+		enc, err := gpuhistory.Add(h, e, r.Clock.Now()).Encode()
+		if err != nil {
+			return fmt.Errorf("encode the GPU history of node %s: %w", n.Name, err)
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": n.ResourceVersion,
+			"annotations":     map[string]string{gpuhistory.Annotation: enc},
+		}})
+		if err := r.Client.Patch(ctx, n, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("record the GPU history of node %s: %w", n.Name, err)
+		}
+		return nil
+	})
+}
+
+// has reports whether h already holds e: the same operation, or the same
+// fault (condition and time) of the same GPU.
+func has(h gpuhistory.History, e gpuhistory.Entry) bool {
+	for _, x := range h.Entries {
+		switch {
+		case e.Operation != nil && x.Operation != nil && x.Operation.Name == e.Operation.Name:
+			return true
+		case e.Fault != nil && x.Fault != nil && x.Fault.Condition == e.Fault.Condition &&
+			x.Time.Equal(e.Time.UTC().Truncate(time.Second)) && (e.Key() == x.Key() || e.Key().Matches(x)):
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,21 @@
+// Package rung carries out the ladder's last rung, the operations that
+// replace or power-cycle a machine instead of running a pod on it: it
+// finds the node's Cluster API Machine, Metal3 BareMetalHost or BMC
+// (Observe) and asks it once (Request). The decisions (when to ask, what
+// counts as success, the timeout) are plan.Advance's; this package only
+// reads and writes other projects' objects and the BMC.
+//
+// Asked once: every request leaves the annotation
+// kubemedic.io/machine-requested-by=<operation> where the next pass reads
+// it (on the Machine and the BareMetalHost in the same patch as the
+// request, on the Node right after a BMC accepted the reset), so a pass
+// whose status write failed records the request instead of repeating it.
+//
+// Other projects' objects are read and patched as unstructured objects
+// (cluster.x-k8s.io/v1beta2 Machine, metal3.io/v1alpha1 BareMetalHost),
+// through the API reader: the remediator runs in clusters without those
+// CRDs, and a cache would need them to start.
+//
+// BMC credentials come from a Secret in the remediator's namespace and go
+// only into the Redfish request; errors and observations never carry them.
+package rung

@@ -1,0 +1,312 @@
+package rung
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/policies"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
+	"github.com/kubemedic/kubemedic/remediator/rung/redfish"
+)
+
+// The other projects' kinds, at the versions their pinned modules store.
+var (
+	MachineGVK       = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Machine"}
+	BareMetalHostGVK = schema.GroupVersionKind{Group: "metal3.io", Version: "v1alpha1", Kind: "BareMetalHost"}
+)
+
+// Cluster API's annotations on a Node that name its Machine.
+const (
+	annotationCAPIMachine   = "cluster.x-k8s.io/machine"
+	annotationCAPINamespace = "cluster.x-k8s.io/cluster-namespace"
+)
+
+// Provider reads and asks the machine providers.
+type Provider struct {
+	// Client writes (patches); Reader reads without a cache.
+	Client client.Client
+	Reader client.Reader
+	// Namespace holds the BMC credential Secrets.
+	Namespace string
+	// Reset is redfish.Reset; tests may point it elsewhere.
+	Reset func(context.Context, redfish.Request) (redfish.Result, error)
+}
+
+// PermanentError is a request the provider refused for good.
+type PermanentError struct{ Msg string }
+
+func (e *PermanentError) Error() string { return e.Msg }
+
+// IsPermanent reports whether err is a PermanentError.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// Observe finds the node's machine for a machine template. Not finding it
+// is an observation (Missing), not an error; errors are failed reads to
+// retry.
+func (p *Provider) Observe(ctx context.Context, tpl *v1alpha1.NodeOperationTemplate, op *v1alpha1.NodeOperation, node *corev1.Node) (plan.MachineObservation, error) {
+	switch tpl.Spec.MachineKind() {
+	case v1alpha1.MachineClusterAPI:
+		return p.observeObject(ctx, op, node, MachineGVK, p.findMachine)
+	case v1alpha1.MachineMetal3:
+		return p.observeObject(ctx, op, node, BareMetalHostGVK, p.findHost)
+	case v1alpha1.MachineRedfish:
+		if node == nil {
+			return plan.MachineObservation{Missing: "node " + op.Spec.NodeName + " does not exist, so its BMC address cannot be found"}, nil
+		}
+		req, missing, err := p.redfishRequest(ctx, tpl, node)
+		if err != nil || missing != "" {
+			return plan.MachineObservation{Missing: missing}, err
+		}
+		return plan.MachineObservation{Target: redfishTarget(req), Requested: node.Annotations[v1alpha1.AnnotationMachineRequestedBy] == op.Name}, nil
+	}
+	return plan.MachineObservation{}, fmt.Errorf("template %s asks no machine provider", tpl.Name)
+}
+
+// Request asks the provider, once (see the package doc).
+func (p *Provider) Request(ctx context.Context, tpl *v1alpha1.NodeOperationTemplate, op *v1alpha1.NodeOperation, node *corev1.Node) error {
+	switch tpl.Spec.MachineKind() {
+	case v1alpha1.MachineClusterAPI:
+		obj, _, err := p.findMachine(ctx, node, op)
+		if err != nil || obj == nil {
+			return errors.Join(err, fmt.Errorf("the Machine of node %s is gone since it was found", op.Spec.NodeName))
+		}
+		return p.annotate(ctx, obj, map[string]any{plan.AnnotationRemediateMachine: "", v1alpha1.AnnotationMachineRequestedBy: op.Name})
+	case v1alpha1.MachineMetal3:
+		obj, _, err := p.findHost(ctx, node, op)
+		if err != nil || obj == nil {
+			return errors.Join(err, fmt.Errorf("the BareMetalHost of node %s is gone since it was found", op.Spec.NodeName))
+		}
+		mode := policies.DefaultMetal3Mode
+		if tpl.Spec.Metal3.Mode != "" {
+			mode = tpl.Spec.Metal3.Mode
+		}
+		return p.annotate(ctx, obj, map[string]any{plan.AnnotationMetal3Reboot: fmt.Sprintf(`{"mode":%q}`, mode), v1alpha1.AnnotationMachineRequestedBy: op.Name})
+	case v1alpha1.MachineRedfish:
+		if node == nil {
+			return &PermanentError{Msg: "node " + op.Spec.NodeName + " does not exist"}
+		}
+		req, missing, err := p.redfishRequest(ctx, tpl, node)
+		if err != nil {
+			return err
+		}
+		if missing != "" {
+			return &PermanentError{Msg: missing}
+		}
+		reset := p.Reset
+		if reset == nil {
+			reset = redfish.Reset
+		}
+		if _, err := reset(ctx, req); err != nil {
+			if redfish.Permanent(err) {
+				return &PermanentError{Msg: err.Error()}
+			}
+			return err
+		}
+		// After the BMC accepted: a failed write here means one more
+		// reset on the next pass, never none.
+		n := &corev1.Node{}
+		n.Name = node.Name
+		return p.Client.Patch(ctx, n, mergeAnnotations(map[string]any{v1alpha1.AnnotationMachineRequestedBy: op.Name}))
+	}
+	return fmt.Errorf("template %s asks no machine provider", tpl.Name)
+}
+
+type finder func(ctx context.Context, node *corev1.Node, op *v1alpha1.NodeOperation) (*unstructured.Unstructured, string, error)
+
+// observeObject observes a Machine or BareMetalHost: before the request,
+// found or Missing; after it, the object asked (by the recorded target)
+// or Gone.
+func (p *Provider) observeObject(ctx context.Context, op *v1alpha1.NodeOperation, node *corev1.Node, gvk schema.GroupVersionKind, find finder) (plan.MachineObservation, error) {
+	if r := op.Status.MachineRequest; r != nil {
+		key, ok := parseTarget(r.Target, gvk.Kind)
+		if !ok {
+			return plan.MachineObservation{Target: r.Target}, nil
+		}
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(gvk)
+		err := p.Reader.Get(ctx, key, obj)
+		switch {
+		case apierrors.IsNotFound(err):
+			return plan.MachineObservation{Target: r.Target, Gone: true}, nil
+		case err != nil:
+			return plan.MachineObservation{}, fmt.Errorf("get %s: %w", r.Target, err)
+		}
+		return plan.MachineObservation{Target: r.Target, Requested: true}, nil
+	}
+	obj, missing, err := find(ctx, node, op)
+	if err != nil || obj == nil {
+		return plan.MachineObservation{Missing: missing}, err
+	}
+	return plan.MachineObservation{Target: targetOf(obj), Requested: obj.GetAnnotations()[v1alpha1.AnnotationMachineRequestedBy] == op.Name}, nil
+}
+
+// findMachine finds the node's Machine: by the node's
+// cluster.x-k8s.io/machine annotation (with cluster.x-k8s.io/cluster-namespace),
+// else the one Machine whose status.nodeRef names the node.
+func (p *Provider) findMachine(ctx context.Context, node *corev1.Node, op *v1alpha1.NodeOperation) (*unstructured.Unstructured, string, error) {
+	name := op.Spec.NodeName
+	if node != nil {
+		if m, ns := node.Annotations[annotationCAPIMachine], node.Annotations[annotationCAPINamespace]; m != "" && ns != "" {
+			obj := &unstructured.Unstructured{}
+			obj.SetGroupVersionKind(MachineGVK)
+			err := p.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: m}, obj)
+			switch {
+			case err == nil:
+				return obj, "", nil
+			case notServed(err):
+				return nil, notServedMsg(MachineGVK), nil
+			case !apierrors.IsNotFound(err):
+				return nil, "", fmt.Errorf("get Machine %s/%s of node %s: %w", ns, m, name, err)
+			}
+		}
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(MachineGVK.GroupVersion().WithKind("MachineList"))
+	if err := p.Reader.List(ctx, list); err != nil {
+		if notServed(err) {
+			return nil, notServedMsg(MachineGVK), nil
+		}
+		return nil, "", fmt.Errorf("list Machines for node %s: %w", name, err)
+	}
+	var found []*unstructured.Unstructured
+	annotated := ""
+	if node != nil {
+		annotated = node.Annotations[annotationCAPIMachine]
+	}
+	for i := range list.Items {
+		m := &list.Items[i]
+		ref, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name")
+		if ref == name || (annotated != "" && m.GetName() == annotated) {
+			found = append(found, m)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, fmt.Sprintf("no Cluster API Machine for node %s: the node has no %s annotation naming one, and no Machine's status.nodeRef names it (%d Machines looked at)", name, annotationCAPIMachine, len(list.Items)), nil
+	case 1:
+		return found[0], "", nil
+	}
+	var names []string
+	for _, m := range found {
+		names = append(names, m.GetNamespace()+"/"+m.GetName())
+	}
+	return nil, fmt.Sprintf("%d Cluster API Machines claim node %s (%s); kubemedic asks none of them", len(found), name, strings.Join(names, ", ")), nil
+}
+
+// findHost finds the node's BareMetalHost: by the node's
+// kubemedic.io/baremetalhost annotation (namespace/name), else its
+// providerID metal3://namespace/name/... as CAPM3 writes it.
+func (p *Provider) findHost(ctx context.Context, node *corev1.Node, op *v1alpha1.NodeOperation) (*unstructured.Unstructured, string, error) {
+	if node == nil {
+		return nil, "node " + op.Spec.NodeName + " does not exist, so its BareMetalHost cannot be found", nil
+	}
+	ref, from := node.Annotations[v1alpha1.AnnotationBareMetalHost], "annotation "+v1alpha1.AnnotationBareMetalHost
+	if ref == "" {
+		if rest, ok := strings.CutPrefix(node.Spec.ProviderID, "metal3://"); ok {
+			if parts := strings.Split(rest, "/"); len(parts) >= 2 {
+				ref, from = parts[0]+"/"+parts[1], "providerID "+node.Spec.ProviderID
+			}
+		}
+	}
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" {
+		return nil, fmt.Sprintf("no Metal3 BareMetalHost for node %s: set its annotation %s to namespace/name, or a providerID metal3://namespace/name/... (providerID is %q)", node.Name, v1alpha1.AnnotationBareMetalHost, node.Spec.ProviderID), nil
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(BareMetalHostGVK)
+	err := p.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+	switch {
+	case notServed(err):
+		return nil, notServedMsg(BareMetalHostGVK), nil
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Sprintf("BareMetalHost %s/%s of node %s (from its %s) does not exist", ns, name, node.Name, from), nil
+	case err != nil:
+		return nil, "", fmt.Errorf("get BareMetalHost %s/%s of node %s: %w", ns, name, node.Name, err)
+	}
+	return obj, "", nil
+}
+
+// redfishRequest builds the BMC request: the address from the template,
+// the credentials from the Secret. missing says what is not there.
+func (p *Provider) redfishRequest(ctx context.Context, tpl *v1alpha1.NodeOperationTemplate, node *corev1.Node) (redfish.Request, string, error) {
+	rf := tpl.Spec.Redfish
+	addr, err := policies.BMCAddress(rf.Address, node)
+	if err != nil {
+		return redfish.Request{}, "template " + tpl.Name + ": " + err.Error(), nil
+	}
+	sec := &corev1.Secret{}
+	err = p.Reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: rf.CredentialsSecret}, sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		return redfish.Request{}, fmt.Sprintf("template %s: the BMC credentials Secret %s/%s does not exist", tpl.Name, p.Namespace, rf.CredentialsSecret), nil
+	case err != nil:
+		return redfish.Request{}, "", fmt.Errorf("get the BMC credentials Secret %s/%s: %w", p.Namespace, rf.CredentialsSecret, err)
+	}
+	user, pass := string(sec.Data["username"]), string(sec.Data["password"])
+	if user == "" || pass == "" {
+		return redfish.Request{}, fmt.Sprintf("template %s: the BMC credentials Secret %s/%s needs the keys username and password", tpl.Name, p.Namespace, rf.CredentialsSecret), nil
+	}
+	return redfish.Request{Endpoint: addr, Username: user, Password: pass, System: rf.System, ResetType: rf.ResetType, InsecureSkipVerify: rf.InsecureSkipVerify}, "", nil
+}
+
+// redfishTarget names the system asked, without credentials.
+func redfishTarget(r redfish.Request) string {
+	if r.System == "" {
+		return r.Endpoint + "/redfish/v1/Systems (its only system)"
+	}
+	return r.Endpoint + "/redfish/v1/Systems/" + r.System
+}
+
+func (p *Provider) annotate(ctx context.Context, obj *unstructured.Unstructured, annotations map[string]any) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(obj.GroupVersionKind())
+	u.SetNamespace(obj.GetNamespace())
+	u.SetName(obj.GetName())
+	if err := p.Client.Patch(ctx, u, mergeAnnotations(annotations)); err != nil {
+		return fmt.Errorf("annotate %s: %w", targetOf(obj), err)
+	}
+	return nil
+}
+
+func mergeAnnotations(a map[string]any) client.Patch {
+	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": a}})
+	return client.RawPatch(types.MergePatchType, data)
+}
+
+// targetOf names an object as the status records it: "Kind ns/name".
+func targetOf(obj *unstructured.Unstructured) string {
+	return obj.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// parseTarget reads back targetOf's form.
+func parseTarget(target, kind string) (types.NamespacedName, bool) {
+	rest, ok := strings.CutPrefix(target, kind+" ")
+	if !ok {
+		return types.NamespacedName{}, false
+	}
+	ns, name, ok := strings.Cut(rest, "/")
+	return types.NamespacedName{Namespace: ns, Name: name}, ok && ns != "" && name != ""
+}
+
+func notServed(err error) bool {
+	return apimeta.IsNoMatchError(err) || errors.Is(err, &apimeta.NoKindMatchError{})
+}
+
+func notServedMsg(gvk schema.GroupVersionKind) string {
+	return fmt.Sprintf("the API server does not serve %s %s: install that provider, or take this step out of the ladder", gvk.GroupVersion(), gvk.Kind)
+}
