@@ -350,51 +350,54 @@ func TestAdvance(t *testing.T) {
 			want: want{phase: v1alpha1.PhaseSkipped, effect: EffectDeleteOperation}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.desc, func(t *testing.T) {
-			in := tc.in
-			in.Now = now
-			if in.Op.Name == "op" && in.Pod != nil {
-				in.Pod.Name = "op"
-			}
-			before := in.Op.DeepCopy()
-			tr := Advance(in)
-			require.Equal(t, before, in.Op, "Advance changed its input")
-			w := tc.want
-			require.Equal(t, w.phase, tr.Status.Phase, "phase; message %q", tr.Status.Message)
-			require.Equal(t, w.effect, tr.Effect, "effect")
-			if w.message != "" {
-				require.Contains(t, tr.Status.Message, w.message)
-			}
-			for _, c := range w.conditions {
-				typ, rest, _ := strings.Cut(c, "=")
-				status, reason, _ := strings.Cut(rest, "/")
-				got := apimeta.FindStatusCondition(tr.Status.Conditions, typ)
-				require.NotNil(t, got, "condition %s", typ)
-				require.Equal(t, c, typ+"="+string(got.Status)+"/"+got.Reason)
-				require.Equal(t, status, string(got.Status))
-				require.Equal(t, reason, got.Reason)
-			}
-			if w.events != nil || tr.Events != nil {
-				var reasons []string
-				for _, e := range tr.Events {
-					reasons = append(reasons, e.Reason)
-				}
-				if w.events != nil {
-					require.Equal(t, w.events, reasons)
-				}
-			}
-			if w.requeue != 0 {
-				require.Equal(t, w.requeue, tr.RequeueAfter, "requeue")
-			}
-			require.Equal(t, w.blocked, tr.Blocked, "blocked")
-			require.Equal(t, w.remediated, tr.Remediated, "remediated")
-			if tr.Status.Phase.Finished() && before.Status.CompletionTime == nil {
-				require.NotNil(t, tr.Status.CompletionTime, "a finished operation has a completion time")
-			}
-			if w.check != nil {
-				w.check(t, tr)
-			}
-		})
+		t.Run(tc.desc, func(t *testing.T) { checkAdvance(t, tc.in, tc.want) })
+	}
+}
+
+// checkAdvance runs Advance on in at now and checks the transition
+// against w.
+func checkAdvance(t *testing.T, in AdvanceInput, w want) {
+	t.Helper()
+	in.Now = now
+	if in.Op.Name == "op" && in.Pod != nil {
+		in.Pod.Name = "op"
+	}
+	before := in.Op.DeepCopy()
+	tr := Advance(in)
+	require.Equal(t, before, in.Op, "Advance changed its input")
+	require.Equal(t, w.phase, tr.Status.Phase, "phase; message %q", tr.Status.Message)
+	require.Equal(t, w.effect, tr.Effect, "effect")
+	if w.message != "" {
+		require.Contains(t, tr.Status.Message, w.message)
+	}
+	for _, c := range w.conditions {
+		typ, rest, _ := strings.Cut(c, "=")
+		status, reason, _ := strings.Cut(rest, "/")
+		got := apimeta.FindStatusCondition(tr.Status.Conditions, typ)
+		require.NotNil(t, got, "condition %s", typ)
+		require.Equal(t, c, typ+"="+string(got.Status)+"/"+got.Reason)
+		require.Equal(t, status, string(got.Status))
+		require.Equal(t, reason, got.Reason)
+	}
+	if w.events != nil || tr.Events != nil {
+		var reasons []string
+		for _, e := range tr.Events {
+			reasons = append(reasons, e.Reason)
+		}
+		if w.events != nil {
+			require.Equal(t, w.events, reasons)
+		}
+	}
+	if w.requeue != 0 {
+		require.Equal(t, w.requeue, tr.RequeueAfter, "requeue")
+	}
+	require.Equal(t, w.blocked, tr.Blocked, "blocked")
+	require.Equal(t, w.remediated, tr.Remediated, "remediated")
+	if tr.Status.Phase.Finished() && before.Status.CompletionTime == nil {
+		require.NotNil(t, tr.Status.CompletionTime, "a finished operation has a completion time")
+	}
+	if w.check != nil {
+		w.check(t, tr)
 	}
 }
 
