@@ -9,7 +9,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	resourcev1beta2 "k8s.io/api/resource/v1beta2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,24 +35,12 @@ func TestDeviceTaintRuleOnOneGPU(t *testing.T) {
 	node := nodes[0].Name
 	uuid := func(n, i int) string { return fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", n, i) }
 	for n, nd := range nodes {
-		s := &resourcev1.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: nd.Name + "-" + driver},
-			Spec: resourcev1.ResourceSliceSpec{
-				Driver:   driver,
-				NodeName: ptr.To(nd.Name),
-				Pool:     resourcev1.ResourcePool{Name: nd.Name, Generation: 1, ResourceSliceCount: 1},
-			},
-		}
+		var uuids []string
 		for i := range 8 {
-			s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{
-				Name: fmt.Sprintf("gpu-%d", i),
-				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
-					"uuid":  {StringValue: ptr.To(uuid(n, i))},
-					"index": {IntValue: ptr.To(int64(i))},
-				},
-			})
+			uuids = append(uuids, uuid(n, i))
 		}
-		require.NoError(t, env.Client.Create(ctx, s))
+		_, err := env.CreateGPUResourceSlice(ctx, nd.Name, driver, uuids)
+		require.NoError(t, err)
 	}
 
 	var slices resourcev1.ResourceSliceList

@@ -44,10 +44,15 @@ var opStages = []string{localcluster.OperationPodStage("kubemedic-op-succeed", o
 	localcluster.OperationPodStage("kubemedic-op-fail", opFail, false)}
 
 // startCluster starts the API server and kwok with the operation stages,
-// and creates the namespace and the test templates.
-func startCluster(t *testing.T) *localcluster.Cluster {
+// and creates the namespace and the test templates. with changes the
+// options, e.g. to serve DRA or install other projects' CRDs.
+func startCluster(t *testing.T, with ...func(*localcluster.Options)) *localcluster.Cluster {
 	t.Helper()
-	env := harness.Start(t, localcluster.Options{Kwok: true, KwokHeartbeat: 2 * time.Second, KwokStages: opStages})
+	opts := localcluster.Options{Kwok: true, KwokHeartbeat: 2 * time.Second, KwokStages: opStages}
+	for _, w := range with {
+		w(&opts)
+	}
+	env := harness.Start(t, opts)
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opNamespace}}))
 	for _, tpl := range []struct {

@@ -1,0 +1,162 @@
+package remediator_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/devicetaint"
+	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
+)
+
+// gpuDriver is the fake DRA driver whose ResourceSlices list the GPUs.
+const gpuDriver = "gpu.example.com"
+
+func gpuUUID(node, i int) string { return fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", node, i) }
+
+// resetPolicy resets the GPU an Xid names, cordoning (or, where DRA is
+// served, excluding the GPU alone), with a per-GPU attempt cap.
+func resetPolicy(maxPerGPU int32) *v1alpha1.RemediationPolicy {
+	all := intstr.FromString("100%")
+	two := intstr.FromInt32(2)
+	return &v1alpha1.RemediationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-reset"},
+		Spec: v1alpha1.RemediationPolicySpec{
+			Conditions: []v1alpha1.ConditionMatch{{Type: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue,
+				Reason: v1alpha1.ReasonXidResetRequired, For: dur(time.Second)}},
+			Steps: []v1alpha1.RemediationStep{
+				{Name: "reset-gpu", StepAction: v1alpha1.StepAction{Operation: opSucceed, Cordon: true, Timeout: dur(20 * time.Second)},
+					HealthyFor: dur(time.Second), RecoveryTimeout: dur(30 * time.Second)},
+			},
+			Safety: v1alpha1.Safety{MaxUnhealthy: &all, MaxConcurrent: &two,
+				AttemptCap: &v1alpha1.AttemptCap{MaxAttempts: 10, Window: dur(24 * time.Hour), MaxFailuresPerGPU: &maxPerGPU}},
+		},
+	}
+}
+
+func xidOn(uuid string) string {
+	return "XidResetRequired: Xid 48 on 0000:3b:00.0 (" + uuid + "): double-bit ECC error; reset required"
+}
+
+func ruleExists(t require.TestingT, env *localcluster.Cluster, node, uuid string) bool {
+	r := &resourcev1beta2.DeviceTaintRule{}
+	err := env.Client.Get(context.Background(), client.ObjectKey{Name: devicetaint.RuleName(node, uuid)}, r)
+	require.NoError(t, ignoreNotFound(err))
+	return err == nil
+}
+
+func history(t require.TestingT, env *localcluster.Cluster, node string) gpuhistory.History {
+	h, err := gpuhistory.Parse(getNode(t, env, node).Annotations[gpuhistory.Annotation])
+	require.NoError(t, err)
+	return h
+}
+
+// TestGPUExclusionWithDRA: where the API server serves DeviceTaintRule, a
+// GPU-scoped reset taints the faulty GPU alone and leaves the node
+// schedulable; a verified repair removes the rule. The node's GPU history
+// gets the fault and the operation. At the per-GPU cap the GPU is excluded
+// for good instead of being reset again, and the node is not quarantined.
+func TestGPUExclusionWithDRA(t *testing.T) {
+	env := startCluster(t, func(o *localcluster.Options) { o.DRA = true })
+	ctx := context.Background()
+	nodes := gpuNodes(t, env, "dra", 1)
+	node := nodes[0]
+	var uuids []string
+	for i := range 8 {
+		uuids = append(uuids, gpuUUID(0, i))
+	}
+	_, err := env.CreateGPUResourceSlice(ctx, node, gpuDriver, uuids)
+	require.NoError(t, err)
+	bad := uuids[5]
+	createPolicy(t, env, resetPolicy(2))
+	rem := newRemediator(t, env)
+	rem.start()
+
+	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason, xidOn(bad))
+	var reset v1alpha1.NodeOperation
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ops := opsOnNode(c, env, node)
+		require.Len(c, ops, 1, describeOps(env))
+		reset = ops[0]
+		require.NotNil(c, reset.Status.Exclusion, describeOps(env))
+		require.Equal(c, v1alpha1.ExclusionDeviceTaintRule, reset.Status.Exclusion.Method)
+		require.True(c, ruleExists(c, env, node, bad), "the DeviceTaintRule for %s", bad)
+	}, 30*time.Second, 200*time.Millisecond)
+	require.Equal(t, &v1alpha1.GPUTarget{UUID: bad, BusID: "0000:3b:00.0"}, reset.Status.GPU)
+	require.Equal(t, gpuDriver+"/"+node+"/gpu-5", reset.Status.Exclusion.Device)
+	require.False(t, getNode(t, env, node).Spec.Unschedulable, "the node stays schedulable for its other GPUs")
+	var rule resourcev1beta2.DeviceTaintRule
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: devicetaint.RuleName(node, bad)}, &rule))
+	require.Equal(t, "gpu-5", *rule.Spec.DeviceSelector.Device)
+	require.Equal(t, resourcev1beta2.DeviceTaintEffectNoSchedule, rule.Spec.Taint.Effect)
+
+	// The reset pod succeeds; the Xid clears; the repair is verified and
+	// the rule removed.
+	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionFalse, "NoXid", "no actionable Xid since the last reset or boot")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		o := getOp(t, env, reset.Name)
+		require.Equal(c, v1alpha1.PhaseSucceeded, o.Status.Phase, describeOps(env))
+		require.False(c, ruleExists(c, env, node, bad), "the rule is removed after the verified repair")
+	}, 40*time.Second, 200*time.Millisecond)
+	require.False(t, getNode(t, env, node).Spec.Unschedulable)
+	h := history(t, env, node)
+	key := gpuhistory.GPUKey{UUID: bad}
+	require.Equal(t, 1, gpuhistory.FaultsInWindow(h, key, time.Hour, time.Now()), "the fault is recorded once: %+v", h)
+	sum := gpuhistory.Summary(h)
+	require.Len(t, sum, 1)
+	require.Equal(t, bad, sum[0].GPU.UUID)
+	require.NotNil(t, sum[0].LastOperation)
+	require.Equal(t, gpuhistory.Succeeded, sum[0].LastOperation.Operation.Outcome)
+	require.Equal(t, reset.Name, sum[0].LastOperation.Operation.Name)
+
+	// The same GPU fails again: its second fault reaches the cap of 2, so
+	// it is excluded for good, and the node keeps serving.
+	time.Sleep(1100 * time.Millisecond) // a new fault, a second later than the first
+	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason, xidOn(bad))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ops := opsOnNode(c, env, node)
+		require.Len(c, ops, 2, describeOps(env))
+		o := ops[1]
+		require.Equal(c, v1alpha1.PhaseSkipped, o.Status.Phase, describeOps(env))
+		require.Contains(c, o.Status.Message, v1alpha1.ReasonGPUAttemptCapReached)
+		require.Contains(c, o.Status.Message, "had 2 faults")
+		require.True(c, ruleExists(c, env, node, bad))
+	}, 30*time.Second, 200*time.Millisecond)
+	n := getNode(t, env, node)
+	require.False(t, n.Spec.Unschedulable, "the GPU is excluded, not the node")
+	require.False(t, hasTaint(n, v1alpha1.TaintQuarantined))
+	require.Equal(t, 2, gpuhistory.FaultsInWindow(history(t, env, node), key, time.Hour, time.Now()))
+}
+
+// TestGPUExclusionWithoutDRA: without DeviceTaintRule the same fault
+// cordons the node, and the operation says which path it took and why.
+func TestGPUExclusionWithoutDRA(t *testing.T) {
+	env := startCluster(t)
+	node := gpuNodes(t, env, "nodra", 1)[0]
+	createPolicy(t, env, resetPolicy(5))
+	rem := newRemediator(t, env)
+	rem.start()
+
+	bad := gpuUUID(1, 3)
+	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason, xidOn(bad))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ops := opsOnNode(c, env, node)
+		require.Len(c, ops, 1, describeOps(env))
+		ex := ops[0].Status.Exclusion
+		require.NotNil(c, ex, describeOps(env))
+		require.Equal(c, v1alpha1.ExclusionCordon, ex.Method)
+		require.Contains(c, ex.Message, "does not serve resource.k8s.io/v1beta2 DeviceTaintRule")
+		require.True(c, getNode(c, env, node).Spec.Unschedulable)
+	}, 30*time.Second, 200*time.Millisecond)
+}
