@@ -78,11 +78,23 @@ func withOps(ops bridge.NodeOperations, timeout time.Duration, clk *skewClock) f
 
 func TestNodeHistoryFiledCarriedAndRefreshedOnReopen(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	reset := nodeOp("gpu-lost.gpu-7.a", "gpu-7", t0, v1alpha1.PhaseFailed, "DrainFailed: PodDisruptionBudget train/db")
+	reset.Status.GPU = &v1alpha1.GPUTarget{UUID: "GPU-3f2a9c1e-0b7d-4c55-9e21-6a8d2f4b7c10", BusID: "00000000:3B:00.0"}
+	reset.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionDeviceTaintRule, DeviceTaintRule: "kubemedic-gpu-7-3f2a-5d0e1c9a2b"}
+	cycle := nodeOp("gpu-lost.gpu-7.b", "gpu-7", t0.Add(30*time.Minute), v1alpha1.PhaseFailed, "RecoveryTimeout")
+	cycle.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionCordon}
+	cycle.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: v1alpha1.MachineRedfish, Target: "https://root:calvin@10.0.0.5/redfish/v1/Systems/1",
+		Action: "ComputerSystem.Reset ResetType=PowerCycle", Time: metav1.NewTime(t0.Add(31 * time.Minute))}
 	ops := &fakeOps{ops: []v1alpha1.NodeOperation{
-		nodeOp("gpu-lost.gpu-7.b", "gpu-7", t0.Add(time.Hour), v1alpha1.PhaseSucceeded, "Quarantined"),
-		nodeOp("gpu-lost.gpu-7.a", "gpu-7", t0, v1alpha1.PhaseFailed, "DrainFailed: PodDisruptionBudget train/db"),
+		nodeOp("gpu-lost.gpu-7.c", "gpu-7", t0.Add(time.Hour), v1alpha1.PhaseSucceeded, "Quarantined"),
+		reset, cycle,
 		nodeOp("gpu-lost.gpu-9.a", "gpu-9", t0, v1alpha1.PhaseRunning, "on another node"),
 	}}
+	// The ladder each row shows: the GPU, how it was kept away, what was asked of the BMC.
+	ladder := []string{
+		"| GPU `GPU-3f2a9c1e-0b7d-4c55-9e21-6a8d2f4b7c10` at bus `00000000:3B:00.0`<br>Exclusion: DeviceTaintRule `kubemedic-gpu-7-3f2a-5d0e1c9a2b` | Failed |",
+		"| Exclusion: Cordon<br>Machine request: Redfish to `https://10.0.0.5/redfish/v1/Systems/1`: ComputerSystem.Reset ResetType=PowerCycle, at 2026-11-21 08:31:00 UTC | Failed |",
+	}
 	clk := &skewClock{}
 	e := newEnv(t, historyConfig, withOps(ops, time.Second, clk))
 	e.fake.SetClock(clk)
@@ -91,10 +103,14 @@ func TestNodeHistoryFiledCarriedAndRefreshedOnReopen(t *testing.T) {
 	e.settle()
 	is := onlyIssue(t, e.fake, repo)
 	require.Contains(t, is.Body, "### Operation history on node `gpu-7`")
-	a, b := strings.Index(is.Body, "gpu-lost.gpu-7.a"), strings.Index(is.Body, "gpu-lost.gpu-7.b")
-	require.True(t, a > 0 && b > a, "oldest first:\n%s", is.Body)
+	a, b, c := strings.Index(is.Body, "gpu-lost.gpu-7.a"), strings.Index(is.Body, "gpu-lost.gpu-7.b"), strings.Index(is.Body, "gpu-lost.gpu-7.c")
+	require.True(t, a > 0 && b > a && c > b, "oldest first:\n%s", is.Body)
 	require.NotContains(t, is.Body, "gpu-9")
 	require.Contains(t, is.Body, "DrainFailed: PodDisruptionBudget train/db")
+	for _, l := range ladder {
+		require.Contains(t, is.Body, l)
+	}
+	require.NotContains(t, is.Body, "calvin", "no BMC credentials in an issue")
 	require.Equal(t, [][]string{{"gpu-7"}}, ops.calls)
 	require.Equal(t, float64(1), e.metric("kubemedic_alertbridge_node_history_reads_total", map[string]string{"result": "ok"}))
 
@@ -107,6 +123,9 @@ func TestNodeHistoryFiledCarriedAndRefreshedOnReopen(t *testing.T) {
 	require.Equal(t, ghclient.StateClosed, is.State)
 	require.Contains(t, is.Body, "### Resolved")
 	require.Contains(t, is.Body, "gpu-lost.gpu-7.a")
+	for _, l := range ladder {
+		require.Contains(t, is.Body, l, "carried over with the section")
+	}
 	require.Equal(t, 1, strings.Count(is.Body, "### Operation history"))
 	require.Equal(t, 1, ops.callCount(), "a resolve does not read the history")
 

@@ -125,8 +125,8 @@ func nodeHistory(h NodeHistory, maxOps int, readAt time.Time, budget int) string
 		} else {
 			fmt.Fprintf(&sb, "%d NodeOperations.\n\n", len(rows))
 		}
-		sb.WriteString("| Operation | Policy | Step | Does | Phase | Created | Started | Finished | Message |\n")
-		sb.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+		sb.WriteString("| Operation | Policy | Step | Does | GPU, exclusion, machine request | Phase | Created | Started | Finished | Message |\n")
+		sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 		sb.WriteString(strings.Join(rows, ""))
 	}
 	node := h.Node
@@ -175,11 +175,80 @@ func historyRow(op *v1alpha1.NodeOperation) string {
 	if phase == "" {
 		phase = string(v1alpha1.PhasePending)
 	}
-	return fmt.Sprintf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-		codeSpan(op.Name), orDash(mdCellText(policy)), orDash(mdCellText(op.Spec.Step)), orDash(mdCellText(does)), phase,
+	return fmt.Sprintf("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		codeSpan(op.Name), orDash(mdCellText(policy)), orDash(mdCellText(op.Spec.Step)), orDash(mdCellText(does)),
+		orDash(ladderCell(&op.Status)), phase,
 		orDash(historyTimestamp(op.CreationTimestamp.Time)), orDash(historyTimestamp(metaTime(op.Status.StartTime))),
 		orDash(historyTimestamp(metaTime(op.Status.CompletionTime))),
 		orDash(mdCellText(truncateRunes(MaxHistoryMessage, op.Status.Message))))
+}
+
+// Bounds, in characters, of the status fields that ladderCell writes: the
+// API's own limits for the names, enough for any "Kind namespace/name" or
+// BMC URL for the target, and MaxHistoryMessage for text.
+const (
+	maxHistoryUUID   = 128
+	maxHistoryBusID  = 64
+	maxHistoryName   = 253
+	maxHistoryTarget = 400
+)
+
+// ladderCell is where on the node the operation acted and what it asked of
+// whom, one line each (joined by <br>, which GitHub renders inside a table
+// cell): the GPU the trigger named, how new pods were kept away (a cordon,
+// or a DeviceTaintRule on the GPU alone), and the request to a machine
+// provider. "" when the status records none of them. Names and targets go
+// into code spans, text through mdCellText; a URL's user information is
+// dropped.
+func ladderCell(st *v1alpha1.NodeOperationStatus) string {
+	var lines []string
+	if g := st.GPU; g != nil && (g.UUID != "" || g.BusID != "") {
+		line := "GPU"
+		if g.UUID != "" {
+			line += " `" + codeSpan(truncateRunes(maxHistoryUUID, g.UUID)) + "`"
+		}
+		if g.BusID != "" {
+			line += " at bus `" + codeSpan(truncateRunes(maxHistoryBusID, g.BusID)) + "`"
+		}
+		lines = append(lines, line)
+	}
+	if x := st.Exclusion; x != nil && x.Method != "" {
+		line := "Exclusion: " + mdCellText(string(x.Method))
+		if x.DeviceTaintRule != "" {
+			line += " `" + codeSpan(truncateRunes(maxHistoryName, x.DeviceTaintRule)) + "`"
+		}
+		if x.Device != "" {
+			line += " on device `" + codeSpan(truncateRunes(MaxHistoryMessage, x.Device)) + "`"
+		}
+		if m := mdCellText(truncateRunes(MaxHistoryMessage, withoutUserinfo(x.Message))); m != "" {
+			line += " — " + m
+		}
+		lines = append(lines, line)
+	}
+	if r := st.MachineRequest; r != nil && (r.Kind != "" || r.Target != "" || r.Action != "") {
+		line := "Machine request: " + orDash(mdCellText(string(r.Kind)))
+		if r.Target != "" {
+			line += " to `" + codeSpan(truncateRunes(maxHistoryTarget, withoutUserinfo(r.Target))) + "`"
+		}
+		if a := mdCellText(truncateRunes(MaxHistoryMessage, withoutUserinfo(r.Action))); a != "" {
+			line += ": " + a
+		}
+		if t := historyTimestamp(r.Time.Time); t != "" {
+			line += ", at " + t
+		}
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "<br>")
+}
+
+// userinfoRE matches the user information of a URL ("https://user:pass@").
+var userinfoRE = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]*@`)
+
+// withoutUserinfo drops the user information of every URL in s: the
+// remediator never records BMC credentials, and the issue must never show
+// them if something did.
+func withoutUserinfo(s string) string {
+	return userinfoRE.ReplaceAllString(s, "$1")
 }
 
 func metaTime(t *metav1.Time) time.Time {
@@ -215,10 +284,15 @@ func mdCellText(s string) string {
 }
 
 // codeSpan makes s safe inside single backticks: object and node names
-// cannot hold a backtick, but a label value can.
+// cannot hold a backtick, but a label value or a status field can. Angle
+// brackets become ‹ and › (GitHub shows a code span's text as it is, so
+// &lt; would show as such): no text in it can then pose as a hidden
+// delimiter of this section or as the bridge's marker.
 func codeSpan(s string) string {
-	return strings.NewReplacer("`", "'", "|", `\|`, "\n", " ", "\r", " ").Replace(s)
+	return codeSpanReplacer.Replace(s)
 }
+
+var codeSpanReplacer = strings.NewReplacer("`", "'", "|", `\|`, "\n", " ", "\r", " ", "<", "‹", ">", "›")
 
 func truncateRunes(n int, s string) string {
 	if utf8.RuneCountInString(s) <= n {

@@ -49,20 +49,57 @@ func phase(p v1alpha1.NodeOperationPhase, msg string, startMin, endMin int) func
 	}
 }
 
-// ladder is gpu-7's ladder as the remediator leaves it: a reset whose drain
-// failed, a reboot that did not bring the GPU back, the quarantine; and an
-// operation on another node.
+// The GPU that gpu-7's ladder is about, as the remediator records it.
+var gpu7 = &v1alpha1.GPUTarget{UUID: "GPU-3f2a9c1e-0b7d-4c55-9e21-6a8d2f4b7c10", BusID: "00000000:3B:00.0"}
+
+func gpu(g *v1alpha1.GPUTarget) func(*v1alpha1.NodeOperation) {
+	return func(op *v1alpha1.NodeOperation) { op.Status.GPU = g }
+}
+
+func excluded(x v1alpha1.Exclusion) func(*v1alpha1.NodeOperation) {
+	return func(op *v1alpha1.NodeOperation) { op.Status.Exclusion = &x }
+}
+
+func cordoned(msg string) func(*v1alpha1.NodeOperation) {
+	return excluded(v1alpha1.Exclusion{Method: v1alpha1.ExclusionCordon, Message: msg})
+}
+
+// asked records a machine request made minutes before readAt.
+func asked(kind v1alpha1.MachineKind, target, action string, minutes int) func(*v1alpha1.NodeOperation) {
+	return func(op *v1alpha1.NodeOperation) {
+		op.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: target, Action: action,
+			Time: metav1.NewTime(readAt.Add(-time.Duration(minutes) * time.Minute))}
+	}
+}
+
+func does(step, operation string) func(*v1alpha1.NodeOperation) {
+	return func(op *v1alpha1.NodeOperation) { op.Spec.Step, op.Spec.Operation = step, operation }
+}
+
+// ladder is gpu-7's ladder as the remediator leaves it: a GPU reset behind
+// a DeviceTaintRule whose drain failed, a reboot behind a cordon that did
+// not bring the GPU back, a Redfish power cycle, a Cluster API replacement
+// that did not come, the quarantine; and an operation on another node.
 func ladder() []v1alpha1.NodeOperation {
 	return []v1alpha1.NodeOperation{
-		historyOp("gpu-lost.gpu-7.5f2c-2", "gpu-7", 20, func(op *v1alpha1.NodeOperation) {
-			op.Spec.Step, op.Spec.Operation, op.Spec.Quarantine = "", "", true
-		}, phase(v1alpha1.PhaseSucceeded, "Quarantined: the ladder of policy gpu-lost ran out", 20, 20)),
-		historyOp("gpu-lost.gpu-7.5f2c-0", "gpu-7", 95, phase(v1alpha1.PhaseFailed,
-			"DrainFailed: pod train/db-0 | not evicted:\nPodDisruptionBudget train/db allows 0 disruptions", 94, 64)),
+		historyOp("gpu-lost.gpu-7.5f2c-4", "gpu-7", 20, does("", ""), gpu(gpu7), func(op *v1alpha1.NodeOperation) { op.Spec.Quarantine = true },
+			phase(v1alpha1.PhaseSucceeded, "Quarantined: the ladder of policy gpu-lost ran out", 20, 20)),
+		historyOp("gpu-lost.gpu-7.5f2c-0", "gpu-7", 150, gpu(gpu7), excluded(v1alpha1.Exclusion{
+			Method: v1alpha1.ExclusionDeviceTaintRule, DeviceTaintRule: "kubemedic-gpu-7-3f2a9c1e-0b7d-4c55-9e21-6a8d2f4b7c10-5d0e1c9a2b",
+			Device: "gpu.nvidia.com/gpu-7/gpu-3", Message: "the GPU alone is excluded; the node keeps serving its other GPUs"}),
+			phase(v1alpha1.PhaseFailed, "DrainFailed: pod train/db-0 | not evicted:\nPodDisruptionBudget train/db allows 0 disruptions", 149, 119)),
 		historyOp("gpu-lost.gpu-9.aaaa-0", "gpu-9", 50, phase(v1alpha1.PhaseRunning, "Running reset-gpu", 49, 0)),
-		historyOp("gpu-lost.gpu-7.5f2c-1", "gpu-7", 60, func(op *v1alpha1.NodeOperation) {
-			op.Spec.Step, op.Spec.Operation = "reboot", "reboot"
-		}, phase(v1alpha1.PhaseFailed, "RecoveryTimeout: node condition GPULost still True 10m0s after the operation succeeded", 59, 25)),
+		historyOp("gpu-lost.gpu-7.5f2c-1", "gpu-7", 115, does("reboot", "reboot"), gpu(gpu7),
+			cordoned("cordoned the node: the operation acts on the whole node"),
+			phase(v1alpha1.PhaseFailed, "RecoveryTimeout: node condition GPULost still True 10m0s after the operation succeeded", 114, 85)),
+		historyOp("gpu-lost.gpu-7.5f2c-2", "gpu-7", 80, does("power-cycle", "redfish-power-cycle"), gpu(gpu7),
+			cordoned("cordoned the node: the operation acts on the whole node"),
+			asked(v1alpha1.MachineRedfish, "https://10.0.0.5/redfish/v1/Systems/1", "ComputerSystem.Reset ResetType=PowerCycle", 78),
+			phase(v1alpha1.PhaseFailed, "RecoveryTimeout: node condition GPULost still True 10m0s after the node rebooted", 79, 60)),
+		historyOp("gpu-lost.gpu-7.5f2c-3", "gpu-7", 55, does("replace", "capi-replace"), gpu(gpu7),
+			cordoned("cordoned the node: the operation acts on the whole node"),
+			asked(v1alpha1.MachineClusterAPI, "Machine capi/gpu-md-7c9f", "annotated cluster.x-k8s.io/remediate-machine so that its MachineHealthCheck replaces it", 53),
+			phase(v1alpha1.PhaseFailed, "RecoveryTimeout: the node was not replaced within 30m0s", 54, 23)),
 	}
 }
 
@@ -111,12 +148,12 @@ func TestHistorySection(t *testing.T) {
 		inOrder []string
 	}{
 		{desc: "oldest first, other nodes ignored", h: render.NodeHistory{Node: "gpu-7", Operations: ladder()}, maxOps: 10,
-			inOrder: []string{"gpu-lost.gpu-7.5f2c-0", "gpu-lost.gpu-7.5f2c-1", "gpu-lost.gpu-7.5f2c-2"}, hasNot: []string{"gpu-9.aaaa"},
-			has: []string{"3 NodeOperations."}},
+			inOrder: []string{"gpu-lost.gpu-7.5f2c-0", "gpu-lost.gpu-7.5f2c-1", "gpu-lost.gpu-7.5f2c-2", "gpu-lost.gpu-7.5f2c-3", "gpu-lost.gpu-7.5f2c-4"},
+			hasNot:  []string{"gpu-9.aaaa"}, has: []string{"5 NodeOperations."}},
 		{desc: "same creation time: by name", h: render.NodeHistory{Node: "n", Operations: []v1alpha1.NodeOperation{
 			historyOp("b", "n", 5), historyOp("a", "n", 5)}}, maxOps: 10, inOrder: []string{"`a`", "`b`"}},
 		{desc: "the newest are kept", h: render.NodeHistory{Node: "gpu-7", Operations: ladder()}, maxOps: 1,
-			has: []string{"the newest 1 of 3 NodeOperations (2 older left out)", "gpu-lost.gpu-7.5f2c-2"}, hasNot: []string{"5f2c-0", "5f2c-1`"}},
+			has: []string{"the newest 1 of 5 NodeOperations (4 older left out)", "gpu-lost.gpu-7.5f2c-4"}, hasNot: []string{"5f2c-0", "5f2c-1`", "5f2c-3`", "Machine request"}},
 		{desc: "message cut", h: render.NodeHistory{Node: "n", Operations: []v1alpha1.NodeOperation{
 			historyOp("a", "n", 5, phase(v1alpha1.PhaseFailed, long, 0, 0))}}, maxOps: 10,
 			has: []string{strings.Repeat("x", render.MaxHistoryMessage-1) + "…"}, hasNot: []string{strings.Repeat("x", render.MaxHistoryMessage)}},
@@ -127,6 +164,37 @@ func TestHistorySection(t *testing.T) {
 		{desc: "a message cannot close the section or open HTML", h: render.NodeHistory{Node: "n", Operations: []v1alpha1.NodeOperation{
 			historyOp("a", "n", 5, phase(v1alpha1.PhaseFailed, "<!-- /kubemedic-alertbridge history --> <b>", 0, 0))}}, maxOps: 10,
 			has: []string{"&lt;!-- /kubemedic-alertbridge history --&gt; &lt;b&gt;"}},
+		{desc: "each row shows its GPU, exclusion path and machine request", h: render.NodeHistory{Node: "gpu-7", Operations: ladder()}, maxOps: 10,
+			has: []string{
+				"| Does | GPU, exclusion, machine request | Phase |",
+				"| reset-gpu | reset-gpu | GPU `GPU-3f2a9c1e-0b7d-4c55-9e21-6a8d2f4b7c10` at bus `00000000:3B:00.0`<br>" +
+					"Exclusion: DeviceTaintRule `kubemedic-gpu-7-3f2a9c1e-0b7d-4c55-9e21-6a8d2f4b7c10-5d0e1c9a2b` on device `gpu.nvidia.com/gpu-7/gpu-3`" +
+					" — the GPU alone is excluded; the node keeps serving its other GPUs | Failed |",
+				"| reboot | reboot | GPU `GPU-3f2a9c1e-0b7d-4c55-9e21-6a8d2f4b7c10` at bus `00000000:3B:00.0`<br>" +
+					"Exclusion: Cordon — cordoned the node: the operation acts on the whole node | Failed |",
+				"<br>Machine request: Redfish to `https://10.0.0.5/redfish/v1/Systems/1`: ComputerSystem.Reset ResetType=PowerCycle, at 2026-11-21 13:12:00 UTC | Failed |",
+				"<br>Machine request: ClusterAPI to `Machine capi/gpu-md-7c9f`: annotated cluster.x-k8s.io/remediate-machine so that its MachineHealthCheck replaces it, at 2026-11-21 13:37:00 UTC | Failed |",
+				"| — | quarantine | GPU `GPU-3f2a9c1e-0b7d-4c55-9e21-6a8d2f4b7c10` at bus `00000000:3B:00.0` | Succeeded |",
+			}},
+		{desc: "a GPU known by bus only, a request not yet timed", h: render.NodeHistory{Node: "n", Operations: []v1alpha1.NodeOperation{
+			historyOp("a", "n", 5, gpu(&v1alpha1.GPUTarget{BusID: "00000000:3B:00.0"}), func(op *v1alpha1.NodeOperation) {
+				op.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: v1alpha1.MachineMetal3, Target: "BareMetalHost metal3/node-12", Action: "power cycle"}
+			})}}, maxOps: 10,
+			has:    []string{"| GPU at bus `00000000:3B:00.0`<br>Machine request: Metal3 to `BareMetalHost metal3/node-12`: power cycle | Pending |"},
+			hasNot: []string{"Exclusion:", ", at "}},
+		{desc: "a target and action cannot break out of their cell or show credentials", h: render.NodeHistory{Node: "n", Operations: []v1alpha1.NodeOperation{
+			historyOp("a", "n", 5, asked(v1alpha1.MachineRedfish, "https://admin:hunter2@10.0.0.5/redfish/v1/Systems/`1`|*_[x](y)_\n<!-- /kubemedic-alertbridge history -->",
+				"ComputerSystem.Reset | <b>to</b>\nhttps://root:calvin@bmc.example/", 1),
+				excluded(v1alpha1.Exclusion{Method: v1alpha1.ExclusionDeviceTaintRule, DeviceTaintRule: "rule`|<x>", Device: "d|`", Message: "<!-- kubemedic-alertbridge key=a state= -->"}))}},
+			maxOps: 10,
+			has: []string{
+				"Machine request: Redfish to `https://10.0.0.5/redfish/v1/Systems/'1'\\|*_[x](y)_ ‹!-- /kubemedic-alertbridge history --›`: " +
+					"ComputerSystem.Reset \\| &lt;b&gt;to&lt;/b&gt; https://bmc.example/, at 2026-11-21 14:29:00 UTC |",
+				"Exclusion: DeviceTaintRule `rule'\\|‹x›` on device `d\\|'` — &lt;!-- kubemedic-alertbridge key=a state= --&gt;<br>",
+			},
+			hasNot: []string{"hunter2", "calvin", "admin", "<b>", "<!-- kubemedic-alertbridge key"}},
+		{desc: "no GPU, exclusion or request: a dash", h: render.NodeHistory{Node: "n", Operations: []v1alpha1.NodeOperation{historyOp("a", "n", 5)}}, maxOps: 10,
+			has: []string{"| reset-gpu | reset-gpu | — | Pending |"}, hasNot: []string{"<br>"}},
 		{desc: "a label value that is no node name never reaches the shell lines", h: render.NodeHistory{Node: "gpu-7'; rm -rf /"}, maxOps: 10,
 			has: []string{`awk 'NR==1 || $2=="NODE"'`, "kubectl describe node NODE\n"}, hasNot: []string{"describe node gpu-7"}},
 	} {
@@ -150,25 +218,79 @@ func TestHistorySection(t *testing.T) {
 }
 
 func TestHistorySectionBounded(t *testing.T) {
-	// 50 operations with the longest names and messages the API allows.
+	// 50 operations with the longest names, messages, GPU, exclusion and
+	// machine request the API allows, in characters that grow most when
+	// escaped or encoded.
+	nasty := func(n int) string { return strings.Repeat("é|<`", n/4) }
 	var ops []v1alpha1.NodeOperation
 	for i := range 50 {
 		op := historyOp(strings.Repeat("n", 250)+string(rune('a'+i%26))+string(rune('a'+i/26)), "gpu-7", 100-i,
-			phase(v1alpha1.PhaseFailed, strings.Repeat("é|", 512), 1, 1))
+			phase(v1alpha1.PhaseFailed, strings.Repeat("é|", 512), 1, 1),
+			gpu(&v1alpha1.GPUTarget{UUID: nasty(128), BusID: nasty(64)}),
+			excluded(v1alpha1.Exclusion{Method: v1alpha1.ExclusionDeviceTaintRule, DeviceTaintRule: nasty(253), Device: nasty(1024), Message: nasty(1024)}),
+			asked(v1alpha1.MachineRedfish, nasty(1024), nasty(1024), 1))
 		op.Spec.Policy, op.Spec.Step = strings.Repeat("p", 253), strings.Repeat("s", 63)
 		ops = append(ops, op)
 	}
-	hs := []render.NodeHistory{{Node: "gpu-7", Operations: ops}}
-	got := render.HistorySection(hs, 0, 50, readAt)
-	require.LessOrEqual(t, len(got), render.MaxHistoryBytes+2048)
-	require.Contains(t, got, "older left out")
+	for _, nodes := range []int{1, render.MaxHistoryNodes} {
+		var hs []render.NodeHistory
+		for range nodes {
+			hs = append(hs, render.NodeHistory{Node: "gpu-7", Operations: ops})
+		}
+		got := render.HistorySection(hs, 0, 50, readAt)
+		require.LessOrEqual(t, len(got), render.MaxHistoryBytes+2048, "%d nodes", nodes)
+		require.Equal(t, nodes, strings.Count(got, "older left out"), "%d nodes", nodes)
+		require.NotContains(t, got, "the newest 0 of", "%d nodes: every node lists its newest operation", nodes)
+		require.Equal(t, 2*strings.Count(got, "| Failed |"), strings.Count(got, "…`"), "the device and target are cut inside their code spans")
 
-	// Attached to the longest body, the body is cut and the history kept.
-	body := strings.Repeat("a", render.MaxBodyLength)
-	all := render.AttachHistory(body, got)
-	require.LessOrEqual(t, len(all), render.MaxBodyLength)
-	require.True(t, strings.HasSuffix(all, got))
-	require.Contains(t, all, "… [truncated]")
+		// Attached to the longest body, the body is cut and the history kept.
+		body := strings.Repeat("a", render.MaxBodyLength)
+		all := render.AttachHistory(body, got)
+		require.LessOrEqual(t, len(all), render.MaxBodyLength)
+		require.True(t, strings.HasSuffix(all, got))
+		require.Contains(t, all, "… [truncated]")
+	}
+}
+
+// Five nodes, the most the section lists, each with the whole ladder: every
+// row of every node is listed; with the longest names, target and messages
+// the API allows, every node still lists its newest rows, the machine
+// requests whole, and the rest is counted as left out.
+func TestHistorySectionLadderForEveryNode(t *testing.T) {
+	fiveNodes := func(ops []v1alpha1.NodeOperation) string {
+		var hs []render.NodeHistory
+		for range render.MaxHistoryNodes {
+			hs = append(hs, render.NodeHistory{Node: "gpu-7", Operations: ops})
+		}
+		got := render.HistorySection(hs, 0, 10, readAt)
+		require.LessOrEqual(t, len(got), render.MaxHistoryBytes+2048)
+		return got
+	}
+
+	got := fiveNodes(ladder())
+	require.Equal(t, render.MaxHistoryNodes, strings.Count(got, "as read at 2026-11-21 14:30:00 UTC: 5 NodeOperations.\n"), got)
+	require.Equal(t, render.MaxHistoryNodes, strings.Count(got, "Machine request: Redfish to `https://10.0.0.5/redfish/v1/Systems/1`"))
+	require.Equal(t, render.MaxHistoryNodes, strings.Count(got, "Exclusion: DeviceTaintRule `kubemedic-gpu-7-"))
+
+	long := strings.Repeat("g", 253)
+	ops := ladder()
+	for i := range ops {
+		ops[i].Name = strings.Repeat("o", 240) + ops[i].Name[len(ops[i].Name)-6:]
+		ops[i].Status.Message = strings.Repeat("m", 1024)
+		if x := ops[i].Status.Exclusion; x != nil {
+			x.Message = strings.Repeat("x", 1024)
+			if x.DeviceTaintRule != "" {
+				x.DeviceTaintRule, x.Device = long, "gpu.nvidia.com/"+long+"/gpu-3"
+			}
+		}
+		if r := ops[i].Status.MachineRequest; r != nil {
+			r.Target = "Machine " + strings.Repeat("c", 63) + "/" + long
+		}
+	}
+	got = fiveNodes(ops)
+	require.Equal(t, render.MaxHistoryNodes, strings.Count(got, "the newest 4 of 5 NodeOperations (1 older left out)"), got)
+	require.Equal(t, 2*render.MaxHistoryNodes, strings.Count(got, "to `Machine "+strings.Repeat("c", 63)+"/"+long+"`: "), "the target is not cut")
+	require.Equal(t, render.MaxHistoryNodes, strings.Count(got, "5f2c-4` | gpu-lost | — | quarantine |"))
 }
 
 func TestHistoryOfRoundTrip(t *testing.T) {
