@@ -491,14 +491,28 @@ func TestLastRungRedfish(t *testing.T) {
 		require.NoError(t, env.Client.List(ctx, what))
 		data, err := json.Marshal(what)
 		require.NoError(t, err)
-		require.NotContains(t, string(data), lrPassword, "%T", what)
+		require.False(t, strings.Contains(string(data), lrPassword), "the password is in a %T:%s", what, lrLinesWith(string(data), lrPassword))
 	}
 	require.Positive(t, lrEventCount(t, env, "NodeOperation", failed.Name, v1alpha1.ReasonMachineRequestFailed))
 	rem.stop()
 	out := logs()
 	require.Contains(t, out, "Advancing operation", "the remediator's log is captured")
 	require.Contains(t, out, "503", "the retried error is logged")
-	require.NotContains(t, out, lrPassword)
+	require.False(t, strings.Contains(out, lrPassword), "the password is in the log:%s", lrLinesWith(out, lrPassword))
+}
+
+// lrLinesWith quotes the parts of s around each occurrence of sub, for a
+// failure message.
+func lrLinesWith(s, sub string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, sub)
+		if i < 0 {
+			return b.String()
+		}
+		fmt.Fprintf(&b, "\n  ...%s...", s[max(0, i-200):min(len(s), i+len(sub)+50)])
+		s = s[i+len(sub):]
+	}
 }
 
 // lrStatusCount counts the stand-in's answers with the HTTP status.
