@@ -618,6 +618,12 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 		default:
 			t.Effect = EffectMachineRequest
 			t.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: m.Target, Action: MachineAction(kind, t.in.Template), Time: metav1.NewTime(t.in.Now)}
+			if criterion == v1alpha1.SuccessNodeRebooted && n != nil && n.Status.NodeInfo.BootID != "" {
+				// The reboot to wait for is the one asked now: a boot ID
+				// that changed since admission (the fault, a long drain)
+				// must not pass for a power cycle the provider makes later.
+				t.Status.BootID = n.Status.NodeInfo.BootID
+			}
 			t.emit(corev1.EventTypeNormal, v1alpha1.EventMachineRequested, "Request", fmt.Sprintf("asked %s: %s", m.Target, t.Status.MachineRequest.Action))
 		}
 	}
@@ -658,7 +664,7 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 	}
 	t.requeueAt(deadline)
 	t.requeue(VerifyResync)
-	what := "the node to reboot (boot ID " + op.Status.BootID + ") and be Ready"
+	what := "the node to reboot (boot ID " + t.Status.BootID + ") and be Ready"
 	if criterion == v1alpha1.SuccessMachineReplaced {
 		what = "the Machine to be replaced"
 	}
