@@ -194,6 +194,8 @@ func TestCheckStackPods(t *testing.T) {
 		{desc: "not Ready within the threshold", comps: []Component{dp(true, 0, mkPod("dp-1", ready(corev1.ConditionFalse, 4*time.Minute))), dcgm(true, 0, okDCGM)},
 			status: corev1.ConditionFalse, reason: v1alpha1.ReasonGPUStackPodsReady,
 			message: "device-plugin pod dp-1 starting; dcgm-exporter pod dcgm-1 Ready"},
+		{desc: "not Ready since a time in the future (the kubelet's clock ahead): not past the threshold", comps: []Component{dp(true, 0, mkPod("dp-1", ready(corev1.ConditionFalse, -time.Hour))), dcgm(true, 0, okDCGM)},
+			status: corev1.ConditionFalse, reason: v1alpha1.ReasonGPUStackPodsReady},
 		{desc: "crash-looping, no Ready condition: since the start", comps: []Component{dp(true, 0, mkPod("dp-1", crashLoop)), dcgm(true, 0, okDCGM)},
 			status: corev1.ConditionTrue, reason: v1alpha1.ReasonDevicePluginNotReady,
 			message: "device-plugin pod gpu-operator/dp-1 crash-looping (container plugin, 7 restarts) since 2026-11-25T11:00:00Z"},
