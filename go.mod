@@ -17,6 +17,7 @@ require (
 	github.com/slack-go/slack v0.35.0
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
+	github.com/stmcginnis/gofish v0.22.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/zap v1.27.1
 	go.yaml.in/yaml/v3 v3.0.5
