@@ -3,6 +3,7 @@ package redfish_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -369,6 +370,9 @@ func TestResetTimeoutOnPost(t *testing.T) {
 	bmc := redfishtest.New(t, redfishtest.Options{})
 	proxy := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
+			// The server notices the client hanging up only once the
+			// body is read.
+			_, _ = io.Copy(io.Discard, r.Body)
 			<-r.Context().Done()
 			return
 		}
