@@ -40,8 +40,12 @@
 // the logout fails, where a leaked session counts against the BMC's small
 // session limit (often 4 to 16) until it times out. Reset still defers
 // gofish's Logout, which deletes a session when one exists and closes the
-// connections. Requests go over TLS unless the endpoint says http://;
-// InsecureSkipVerify is for BMCs with self-signed certificates.
+// connections. A BMC whose administrator turned Basic off answers 401,
+// which is permanent: Reset does not then try a session login, because a
+// wrong password would count twice against the account's lockout. Requests
+// go over TLS unless the endpoint says http://; InsecureSkipVerify is for
+// BMCs with self-signed certificates. Redirects are not followed, so the
+// credentials go only to the endpoint named.
 //
 // Package redfishtest is a Redfish stand-in for tests of this package and
 // of its callers.

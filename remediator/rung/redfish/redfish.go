@@ -140,7 +140,7 @@ func Reset(ctx context.Context, r Request) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c.ctx = ctx
+	c.ctx, c.timeout = ctx, timeout
 
 	client, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
 		Endpoint:          base,
@@ -215,7 +215,7 @@ func parseEndpoint(s string) (string, error) {
 	}
 	switch {
 	case u.Scheme != "https" && u.Scheme != "http":
-		return "", fmt.Errorf("endpoint scheme must be https or http, not %q", u.Scheme)
+		return "", errors.New("endpoint must start with https:// or http://")
 	case u.User != nil:
 		return "", errors.New("endpoint must not carry credentials; set Username and Password")
 	case u.Host == "" || u.Hostname() == "":
@@ -256,6 +256,7 @@ func hasResetTarget(raw []byte) bool {
 // call carries one Reset's context for its errors.
 type call struct {
 	ctx      context.Context
+	timeout  time.Duration
 	req      Request
 	endpoint string
 }
@@ -331,7 +332,7 @@ func (c *call) choose(links []string) (string, error) {
 // classifying it and scrubbing what the BMC said.
 func (c *call) fail(step string, err error) *Error {
 	if ctxErr := c.ctx.Err(); ctxErr != nil {
-		e := c.newError(step, fmt.Sprintf("gave up: %v", ctxErr), 0, false)
+		e := c.newError(step, fmt.Sprintf("gave up (timeout %v): %v", c.timeout, ctxErr), 0, false)
 		e.cause = ctxErr
 		return e
 	}
@@ -374,31 +375,41 @@ func permanentStatus(status int) bool {
 }
 
 // describe renders a Redfish error response (DSP0266 "error" object):
-// status, code, message and each extended message, bounded.
+// status, code and message, and each extended message that says more,
+// bounded.
 func describe(re *schemas.Error) string {
 	status := re.HTTPReturnedStatusCode
 	parts := []string{fmt.Sprintf("HTTP %d %s", status, http.StatusText(status))}
-	if re.Code != "" {
-		parts = append(parts, re.Code)
+	if m := message(re.Code, re.Message); m != "" {
+		parts = append(parts, m)
 	}
-	if re.Message != "" {
-		parts = append(parts, clip(re.Message, 300))
-	}
-	for i, m := range re.ExtendedInfos {
-		if i == 4 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(re.ExtendedInfos)-i))
+	shown := 0
+	for _, m := range re.ExtendedInfos {
+		if m.MessageID == re.Code && m.Message == re.Message {
+			continue // the same as the code and message
+		}
+		if shown == 4 {
+			parts = append(parts, "…")
 			break
 		}
-		switch {
-		case m.MessageID != "" && m.Message != "":
-			parts = append(parts, m.MessageID+" ("+clip(m.Message, 300)+")")
-		case m.MessageID != "":
-			parts = append(parts, m.MessageID)
-		case m.Message != "":
-			parts = append(parts, clip(m.Message, 300))
+		if text := message(m.MessageID, m.Message); text != "" {
+			parts = append(parts, text)
+			shown++
 		}
 	}
 	return strings.Join(parts, ": ")
+}
+
+// message renders a MessageId and its text as "Id (text)".
+func message(id, text string) string {
+	text = clip(text, 300)
+	switch {
+	case id != "" && text != "":
+		return id + " (" + text + ")"
+	case id != "":
+		return id
+	}
+	return text
 }
 
 // clip collapses whitespace and bounds s to n bytes.
