@@ -190,6 +190,32 @@ func lrAnnotateNode(t *testing.T, env *localcluster.Cluster, node string, annota
 	require.NoError(t, err)
 }
 
+// lrRecreateNode deletes the node and creates it again, changed by mutate
+// (a providerID cannot be changed in place), and waits until kwok has made
+// it Ready and its boot ID is set.
+func lrRecreateNode(t *testing.T, env *localcluster.Cluster, name string, mutate func(*corev1.Node)) {
+	t.Helper()
+	ctx := context.Background()
+	n := getNode(t, env, name)
+	require.NoError(t, env.Clientset.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, err := env.Clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, lrWait, 100*time.Millisecond)
+	fresh := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: n.Labels, Annotations: n.Annotations}, Spec: n.Spec}
+	fresh.Spec.Unschedulable, fresh.Spec.Taints = false, nil
+	mutate(fresh)
+	_, err := env.Clientset.CoreV1().Nodes().Create(ctx, fresh, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// A create drops the status: the device plugin's resources come back.
+	status, err := json.Marshal(map[string]any{"status": map[string]any{"capacity": n.Status.Capacity, "allocatable": n.Status.Allocatable}})
+	require.NoError(t, err)
+	_, err = env.Clientset.CoreV1().Nodes().PatchStatus(ctx, name, status)
+	require.NoError(t, err)
+	require.NoError(t, env.WaitNodesReady(ctx, name))
+	setBootID(t, env, name, "boot-1")
+}
+
 // lrObject builds a namespaced unstructured object of the machine namespace.
 func lrObject(apiVersion, kind, name string, labels map[string]any, spec map[string]any) *unstructured.Unstructured {
 	meta := map[string]any{"name": name, "namespace": lrMachineNS}
@@ -261,8 +287,8 @@ func lrEventCount(c require.TestingT, env *localcluster.Cluster, kind, name, rea
 func TestLastRungClusterAPI(t *testing.T) {
 	env := lrCluster(t, true)
 	ctx := context.Background()
-	nodes := gpuNodes(t, env, "capi", 3)
-	replaced, deleted, orphan := nodes[0], nodes[1], nodes[2]
+	nodes := gpuNodes(t, env, "capi", 4)
+	replaced, deleted, orphan, claimed := nodes[0], nodes[1], nodes[2], nodes[3]
 
 	// The MachineHealthCheck that would act on the annotation, and the two
 	// Machines: one linked by the node's annotations, one by its nodeRef.
@@ -270,13 +296,15 @@ func TestLastRungClusterAPI(t *testing.T) {
 		"clusterName": "gpu",
 		"selector":    map[string]any{"matchLabels": map[string]any{"pool": "gpu"}},
 	})))
-	for _, name := range []string{"m-replaced", "m-deleted", "m-unrelated"} {
+	for _, name := range []string{"m-replaced", "m-deleted", "m-unrelated", "m-claim-a", "m-claim-b"} {
 		require.NoError(t, env.Client.Create(ctx, lrMachine(name)))
 	}
 	lrAnnotateNode(t, env, replaced, map[string]any{"cluster.x-k8s.io/machine": "m-replaced", "cluster.x-k8s.io/cluster-namespace": lrMachineNS})
-	m := lrMachine("m-deleted")
-	require.NoError(t, unstructured.SetNestedField(m.Object, map[string]any{"nodeRef": map[string]any{"name": deleted}}, "status"))
-	require.NoError(t, env.Client.Status().Patch(ctx, m, client.Merge))
+	for machine, node := range map[string]string{"m-deleted": deleted, "m-claim-a": claimed, "m-claim-b": claimed} {
+		m := lrMachine(machine)
+		require.NoError(t, unstructured.SetNestedField(m.Object, map[string]any{"nodeRef": map[string]any{"name": node}}, "status"))
+		require.NoError(t, env.Client.Status().Patch(ctx, m, client.Merge))
+	}
 
 	lrTemplate(t, env, "replace-machine", v1alpha1.NodeOperationTemplateSpec{
 		SuccessCriterion: v1alpha1.SuccessMachineReplaced, ClusterAPI: &v1alpha1.ClusterAPIAction{}, Timeout: dur(time.Minute)})
@@ -304,13 +332,21 @@ func TestLastRungClusterAPI(t *testing.T) {
 		}, lrWait, 200*time.Millisecond)
 	}
 	a, _ := lrAnnotations(t, env, "Machine", "m-unrelated")
-	require.NotContains(t, a, plan.AnnotationRemediateMachine, "only the nodes' own Machines are asked")
+	require.Empty(t, a, "only the nodes' own Machines are asked")
 
 	// The node without a Machine: MachineNotFound, naming the node, then
 	// the quarantine.
 	lrStepOp(t, env, orphan, "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "no Cluster API Machine for node "+orphan))
 	lrQuarantined(t, env, orphan)
 	require.Nil(t, lrStepOp(t, env, orphan, "last-rung", func(*assert.CollectT, *v1alpha1.NodeOperation) {}).Status.MachineRequest)
+
+	// Two Machines claim the fourth node: neither is asked.
+	lrStepOp(t, env, claimed, "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "2 Cluster API Machines claim node "+claimed, lrMachineNS+"/m-claim-a", lrMachineNS+"/m-claim-b"))
+	lrQuarantined(t, env, claimed)
+	for _, machine := range []string{"m-claim-a", "m-claim-b"} {
+		a, _ := lrAnnotations(t, env, "Machine", machine)
+		require.Empty(t, a, "Machine %s was asked", machine)
+	}
 
 	// Cluster API's part for the first Machine: its node is deleted and a
 	// new one joins under the same name, Ready and healthy. The remediator
@@ -515,6 +551,31 @@ func lrLinesWith(s, sub string) string {
 	}
 }
 
+// TestLastRungProviderNotInstalled: on an API server without Cluster API's
+// and Metal3's CRDs, clusterAPI and metal3 steps fail at once with
+// MachineNotFound saying the kind is not served, and the ladder goes on.
+func TestLastRungProviderNotInstalled(t *testing.T) {
+	env := lrCluster(t, false)
+	nodes := gpuNodes(t, env, "bare", 2)
+	lrAnnotateNode(t, env, nodes[1], map[string]any{v1alpha1.AnnotationBareMetalHost: lrMachineNS + "/host-0"})
+	lrTemplate(t, env, "replace-machine", v1alpha1.NodeOperationTemplateSpec{
+		SuccessCriterion: v1alpha1.SuccessMachineReplaced, ClusterAPI: &v1alpha1.ClusterAPIAction{}, Timeout: dur(time.Minute)})
+	lrTemplate(t, env, "power-cycle", v1alpha1.NodeOperationTemplateSpec{
+		SuccessCriterion: v1alpha1.SuccessNodeRebooted, Metal3: &v1alpha1.Metal3Action{}, Timeout: dur(time.Minute)})
+	createPolicy(t, env, lrPolicy("capi", "replace-machine", intstr.FromString("100%"), nodes[0]))
+	createPolicy(t, env, lrPolicy("bmh", "power-cycle", intstr.FromString("100%"), nodes[1]))
+	rem := newRemediator(t, env)
+	rem.start()
+	for _, n := range nodes {
+		lrFault(t, env, n)
+	}
+	for i, kind := range []string{"cluster.x-k8s.io/v1beta2 Machine", "metal3.io/v1alpha1 BareMetalHost"} {
+		op := lrStepOp(t, env, nodes[i], "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "does not serve "+kind))
+		require.Less(t, op.Status.CompletionTime.Sub(op.Status.StartTime.Time), 15*time.Second, op.Status.Message)
+		lrQuarantined(t, env, nodes[i])
+	}
+}
+
 // lrStatusCount counts the stand-in's answers with the HTTP status.
 func lrStatusCount(s *redfishtest.Server, status int) int {
 	n := 0
@@ -538,8 +599,13 @@ func TestLastRungBudget(t *testing.T) {
 	for i, n := range nodes {
 		host[n] = fmt.Sprintf("host-%d", i)
 		require.NoError(t, env.Client.Create(ctx, lrHost(host[n])))
-		lrAnnotateNode(t, env, n, map[string]any{v1alpha1.AnnotationBareMetalHost: lrMachineNS + "/" + host[n]})
 	}
+	// One host is named by the node's annotation, the other by the
+	// providerID CAPM3 writes.
+	lrAnnotateNode(t, env, nodes[0], map[string]any{v1alpha1.AnnotationBareMetalHost: lrMachineNS + "/" + host[nodes[0]]})
+	lrRecreateNode(t, env, nodes[1], func(n *corev1.Node) {
+		n.Spec.ProviderID = "metal3://" + lrMachineNS + "/" + host[nodes[1]] + "/m3m-1"
+	})
 	lrTemplate(t, env, "power-cycle", v1alpha1.NodeOperationTemplateSpec{
 		SuccessCriterion: v1alpha1.SuccessNodeRebooted, Metal3: &v1alpha1.Metal3Action{}, Timeout: dur(time.Minute)})
 	createPolicy(t, env, lrPolicy("budget", "power-cycle", intstr.FromInt32(1), nodes...))
