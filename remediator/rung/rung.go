@@ -266,10 +266,13 @@ func (p *Provider) redfishRequest(ctx context.Context, tpl *v1alpha1.NodeOperati
 
 // redfishTarget names the system asked, without credentials.
 func redfishTarget(r redfish.Request) string {
+	// An address rendered with a trailing slash (https://bmc/) is the
+	// same endpoint to redfish.Reset.
+	base := strings.TrimSuffix(r.Endpoint, "/")
 	if r.System == "" {
-		return r.Endpoint + "/redfish/v1/Systems (its only system)"
+		return base + "/redfish/v1/Systems (its only system)"
 	}
-	return r.Endpoint + "/redfish/v1/Systems/" + r.System
+	return base + "/redfish/v1/Systems/" + r.System
 }
 
 func (p *Provider) annotate(ctx context.Context, obj *unstructured.Unstructured, annotations map[string]any) error {
