@@ -611,12 +611,9 @@ func (s *Server) login(r *http.Request, body []byte) *response {
 		UserName *string
 		Password *string
 	}
-	obj, valid := decodeObject(body)
-	if !valid {
+	if _, valid := decodeObject(body); !valid || json.Unmarshal(body, &creds) != nil {
 		return redfishError(http.StatusBadRequest, "MalformedJSON")
 	}
-	b, _ := json.Marshal(obj)
-	_ = json.Unmarshal(b, &creds)
 	switch {
 	case creds.UserName == nil:
 		return redfishError(http.StatusBadRequest, "PropertyMissing", "UserName")
