@@ -396,8 +396,10 @@ func TestResetCanceled(t *testing.T) {
 	s.HangNext(100)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		time.Sleep(100 * time.Millisecond) // let Reset reach the hung request
-		cancel()
+		for len(s.Requests()) == 0 {
+			time.Sleep(5 * time.Millisecond) // waiting on a real HTTP round trip
+		}
+		cancel() // Reset is now waiting on the hung request
 	}()
 	_, err := redfish.Reset(ctx, request(s))
 	if err == nil || redfish.Permanent(err) || !errors.Is(err, context.Canceled) {
