@@ -468,8 +468,8 @@ func TestLastRungRedfish(t *testing.T) {
 	logs := lrCaptureLogs(t)
 	env := lrCluster(t, false)
 	ctx := context.Background()
-	nodes := gpuNodes(t, env, "bmc", 2)
-	good, refused := nodes[0], nodes[1]
+	nodes := gpuNodes(t, env, "bmc", 3)
+	good, refused, unknown := nodes[0], nodes[1], nodes[2]
 
 	// Two BMCs with two systems each: the good one takes the Secret's
 	// credentials, the other has another password.
@@ -483,10 +483,10 @@ func TestLastRungRedfish(t *testing.T) {
 	lrTemplate(t, env, "bmc-reset", v1alpha1.NodeOperationTemplateSpec{
 		SuccessCriterion: v1alpha1.SuccessNodeRebooted, Timeout: dur(time.Minute),
 		Redfish: &v1alpha1.RedfishAction{
-			Address:           `https://{{ index .Annotations "` + lrBMCAddress + `" }}`,
+			Address:           `https://{{ index .Annotations "` + lrBMCAddress + `" }}/`,
 			CredentialsSecret: "bmc-credentials", System: "2", ResetType: "ForceRestart", InsecureSkipVerify: true,
 		}})
-	createPolicy(t, env, lrPolicy("bmc", "bmc-reset", intstr.FromString("100%"), good, refused))
+	createPolicy(t, env, lrPolicy("bmc", "bmc-reset", intstr.FromString("100%"), good, refused, unknown))
 	rem := newRemediator(t, env)
 	rem.start()
 
@@ -514,6 +514,11 @@ func TestLastRungRedfish(t *testing.T) {
 	unauthorized := lrStatusCount(other, 401)
 	require.NotZero(t, unauthorized)
 	require.Never(t, func() bool { return lrStatusCount(other, 401) != unauthorized }, 2*time.Second, 200*time.Millisecond, "asked again after a 401")
+
+	// A node without the BMC address annotation: no BMC to ask.
+	lrFault(t, env, unknown)
+	lrStepOp(t, env, unknown, "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "bmc-reset", "is the node's BMC label or annotation missing or empty?"))
+	lrQuarantined(t, env, unknown)
 
 	// The machine comes back.
 	setBootID(t, env, good, "boot-2")
