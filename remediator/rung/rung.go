@@ -27,10 +27,11 @@ var (
 	BareMetalHostGVK = schema.GroupVersionKind{Group: "metal3.io", Version: "v1alpha1", Kind: "BareMetalHost"}
 )
 
-// Cluster API's annotations on a Node that name its Machine.
+// Cluster API's annotations on a Node that name its Machine and cluster.
 const (
 	annotationCAPIMachine   = "cluster.x-k8s.io/machine"
 	annotationCAPINamespace = "cluster.x-k8s.io/cluster-namespace"
+	annotationCAPICluster   = "cluster.x-k8s.io/cluster-name"
 )
 
 // Provider reads and asks the machine providers.
@@ -184,12 +185,20 @@ func (p *Provider) findMachine(ctx context.Context, node *corev1.Node, op *v1alp
 		return nil, "", fmt.Errorf("list Machines for node %s: %w", name, err)
 	}
 	var found []*unstructured.Unstructured
-	annotated := ""
+	annotated, clusterNS, cluster := "", "", ""
 	if node != nil {
-		annotated = node.Annotations[annotationCAPIMachine]
+		annotated, clusterNS, cluster = node.Annotations[annotationCAPIMachine], node.Annotations[annotationCAPINamespace], node.Annotations[annotationCAPICluster]
 	}
 	for i := range list.Items {
 		m := &list.Items[i]
+		// Where the node names its cluster, a Machine of another cluster
+		// (a namesake, or one whose node has the same name) is not its.
+		if clusterNS != "" && m.GetNamespace() != clusterNS {
+			continue
+		}
+		if c, _, _ := unstructured.NestedString(m.Object, "spec", "clusterName"); cluster != "" && c != cluster {
+			continue
+		}
 		ref, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name")
 		if ref == name || (annotated != "" && m.GetName() == annotated) {
 			found = append(found, m)

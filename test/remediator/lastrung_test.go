@@ -287,8 +287,8 @@ func lrEventCount(c require.TestingT, env *localcluster.Cluster, kind, name, rea
 func TestLastRungClusterAPI(t *testing.T) {
 	env := lrCluster(t, true)
 	ctx := context.Background()
-	nodes := gpuNodes(t, env, "capi", 4)
-	replaced, deleted, orphan, claimed := nodes[0], nodes[1], nodes[2], nodes[3]
+	nodes := gpuNodes(t, env, "capi", 5)
+	replaced, deleted, orphan, claimed, ghost := nodes[0], nodes[1], nodes[2], nodes[3], nodes[4]
 
 	// The MachineHealthCheck that would act on the annotation, and the two
 	// Machines: one linked by the node's annotations, one by its nodeRef.
@@ -300,6 +300,21 @@ func TestLastRungClusterAPI(t *testing.T) {
 		require.NoError(t, env.Client.Create(ctx, lrMachine(name)))
 	}
 	lrAnnotateNode(t, env, replaced, map[string]any{"cluster.x-k8s.io/machine": "m-replaced", "cluster.x-k8s.io/cluster-namespace": lrMachineNS})
+	// The fifth node names a Machine that is gone; another cluster's
+	// namespace has one of that name, whose node has the same name too,
+	// and a Machine of another cluster in the node's namespace claims it:
+	// none of them is the node's.
+	lrAnnotateNode(t, env, ghost, map[string]any{"cluster.x-k8s.io/machine": "m-ghost",
+		"cluster.x-k8s.io/cluster-namespace": lrMachineNS, "cluster.x-k8s.io/cluster-name": "gpu"})
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other-cluster"}}))
+	elsewhere, sibling := lrMachine("m-ghost"), lrMachine("m-sibling")
+	elsewhere.SetNamespace("other-cluster")
+	require.NoError(t, unstructured.SetNestedField(sibling.Object, "cpu", "spec", "clusterName"))
+	for _, m := range []*unstructured.Unstructured{elsewhere, sibling} {
+		require.NoError(t, env.Client.Create(ctx, m))
+		require.NoError(t, unstructured.SetNestedField(m.Object, map[string]any{"nodeRef": map[string]any{"name": ghost}}, "status"))
+		require.NoError(t, env.Client.Status().Update(ctx, m))
+	}
 	for machine, node := range map[string]string{"m-deleted": deleted, "m-claim-a": claimed, "m-claim-b": claimed} {
 		m := lrMachine(machine)
 		require.NoError(t, unstructured.SetNestedField(m.Object, map[string]any{"nodeRef": map[string]any{"name": node}}, "status"))
@@ -339,6 +354,14 @@ func TestLastRungClusterAPI(t *testing.T) {
 	lrStepOp(t, env, orphan, "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "no Cluster API Machine for node "+orphan))
 	lrQuarantined(t, env, orphan)
 	require.Nil(t, lrStepOp(t, env, orphan, "last-rung", func(*assert.CollectT, *v1alpha1.NodeOperation) {}).Status.MachineRequest)
+
+	// The gone Machine's namesake in another namespace is not asked.
+	lrStepOp(t, env, ghost, "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "no Cluster API Machine for node "+ghost))
+	lrQuarantined(t, env, ghost)
+	for _, m := range []*unstructured.Unstructured{elsewhere, sibling} {
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(m), m))
+		require.Empty(t, m.GetAnnotations(), "another cluster's Machine %s/%s was asked", m.GetNamespace(), m.GetName())
+	}
 
 	// Two Machines claim the fourth node: neither is asked.
 	lrStepOp(t, env, claimed, "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "2 Cluster API Machines claim node "+claimed, lrMachineNS+"/m-claim-a", lrMachineNS+"/m-claim-b"))
