@@ -168,6 +168,11 @@ func (p *Provider) findMachine(ctx context.Context, node *corev1.Node, op *v1alp
 			err := p.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: m}, obj)
 			switch {
 			case err == nil:
+				// Whoever can annotate the node (its kubelet) must not get
+				// another node's Machine replaced.
+				if ref, _, _ := unstructured.NestedString(obj.Object, "status", "nodeRef", "name"); ref != "" && ref != name {
+					return nil, fmt.Sprintf("Machine %s/%s, which node %s's %s annotation names, belongs to node %s (its status.nodeRef); kubemedic asks no other node's Machine", ns, m, name, annotationCAPIMachine, ref), nil
+				}
 				return obj, "", nil
 			case notServed(err):
 				return nil, notServedMsg(MachineGVK), nil
@@ -200,7 +205,7 @@ func (p *Provider) findMachine(ctx context.Context, node *corev1.Node, op *v1alp
 			continue
 		}
 		ref, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name")
-		if ref == name || (annotated != "" && m.GetName() == annotated) {
+		if ref == name || (annotated != "" && m.GetName() == annotated && ref == "") {
 			found = append(found, m)
 		}
 	}

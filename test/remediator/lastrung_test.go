@@ -287,8 +287,8 @@ func lrEventCount(c require.TestingT, env *localcluster.Cluster, kind, name, rea
 func TestLastRungClusterAPI(t *testing.T) {
 	env := lrCluster(t, true)
 	ctx := context.Background()
-	nodes := gpuNodes(t, env, "capi", 5)
-	replaced, deleted, orphan, claimed, ghost := nodes[0], nodes[1], nodes[2], nodes[3], nodes[4]
+	nodes := gpuNodes(t, env, "capi", 6)
+	replaced, deleted, orphan, claimed, ghost, impostor := nodes[0], nodes[1], nodes[2], nodes[3], nodes[4], nodes[5]
 
 	// The MachineHealthCheck that would act on the annotation, and the two
 	// Machines: one linked by the node's annotations, one by its nodeRef.
@@ -296,7 +296,7 @@ func TestLastRungClusterAPI(t *testing.T) {
 		"clusterName": "gpu",
 		"selector":    map[string]any{"matchLabels": map[string]any{"pool": "gpu"}},
 	})))
-	for _, name := range []string{"m-replaced", "m-deleted", "m-unrelated", "m-claim-a", "m-claim-b"} {
+	for _, name := range []string{"m-replaced", "m-deleted", "m-unrelated", "m-claim-a", "m-claim-b", "m-victim"} {
 		require.NoError(t, env.Client.Create(ctx, lrMachine(name)))
 	}
 	lrAnnotateNode(t, env, replaced, map[string]any{"cluster.x-k8s.io/machine": "m-replaced", "cluster.x-k8s.io/cluster-namespace": lrMachineNS})
@@ -315,7 +315,9 @@ func TestLastRungClusterAPI(t *testing.T) {
 		require.NoError(t, unstructured.SetNestedField(m.Object, map[string]any{"nodeRef": map[string]any{"name": ghost}}, "status"))
 		require.NoError(t, env.Client.Status().Update(ctx, m))
 	}
-	for machine, node := range map[string]string{"m-deleted": deleted, "m-claim-a": claimed, "m-claim-b": claimed} {
+	// The sixth node's annotation names another node's Machine.
+	lrAnnotateNode(t, env, impostor, map[string]any{"cluster.x-k8s.io/machine": "m-victim", "cluster.x-k8s.io/cluster-namespace": lrMachineNS})
+	for machine, node := range map[string]string{"m-deleted": deleted, "m-claim-a": claimed, "m-claim-b": claimed, "m-victim": "gpu-node-victim"} {
 		m := lrMachine(machine)
 		require.NoError(t, unstructured.SetNestedField(m.Object, map[string]any{"nodeRef": map[string]any{"name": node}}, "status"))
 		require.NoError(t, env.Client.Status().Patch(ctx, m, client.Merge))
@@ -362,6 +364,12 @@ func TestLastRungClusterAPI(t *testing.T) {
 		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(m), m))
 		require.Empty(t, m.GetAnnotations(), "another cluster's Machine %s/%s was asked", m.GetNamespace(), m.GetName())
 	}
+
+	// Another node's Machine is not asked for the sixth.
+	lrStepOp(t, env, impostor, "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "belongs to node gpu-node-victim"))
+	lrQuarantined(t, env, impostor)
+	a, _ = lrAnnotations(t, env, "Machine", "m-victim")
+	require.Empty(t, a, "another node's Machine was asked")
 
 	// Two Machines claim the fourth node: neither is asked.
 	lrStepOp(t, env, claimed, "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "2 Cluster API Machines claim node "+claimed, lrMachineNS+"/m-claim-a", lrMachineNS+"/m-claim-b"))
