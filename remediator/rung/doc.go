@@ -11,6 +11,12 @@
 // request, on the Node right after a BMC accepted the reset), so a pass
 // whose status write failed records the request instead of repeating it.
 //
+// A Machine is the node's only if it is in the cluster the node names
+// (its cluster.x-k8s.io/cluster-namespace and cluster-name annotations,
+// where set) and its status.nodeRef, once set, names the node: node
+// annotations can be written by the node's own kubelet, which must not get
+// another machine replaced.
+//
 // Other projects' objects are read and patched as unstructured objects
 // (cluster.x-k8s.io/v1beta2 Machine, metal3.io/v1alpha1 BareMetalHost),
 // through the API reader: the remediator runs in clusters without those
