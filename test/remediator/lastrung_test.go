@@ -282,16 +282,19 @@ func lrEventCount(c require.TestingT, env *localcluster.Cluster, kind, name, rea
 // TestLastRungClusterAPI: the ladder's clusterAPI step asks the node's
 // Machine to be replaced (cluster.x-k8s.io/remediate-machine, the marker,
 // an Event) and succeeds when the node comes back under its name with a new
-// UID, or when the Machine is gone; a node with no Machine fails the step
-// with MachineNotFound and the ladder quarantines it.
+// UID, or when the Machine is gone. A node with no Machine of its own —
+// none, one of another cluster or another node, or two claiming it — fails
+// the step with MachineNotFound, nothing is asked, and the ladder
+// quarantines it.
 func TestLastRungClusterAPI(t *testing.T) {
 	env := lrCluster(t, true)
 	ctx := context.Background()
 	nodes := gpuNodes(t, env, "capi", 6)
 	replaced, deleted, orphan, claimed, ghost, impostor := nodes[0], nodes[1], nodes[2], nodes[3], nodes[4], nodes[5]
 
-	// The MachineHealthCheck that would act on the annotation, and the two
-	// Machines: one linked by the node's annotations, one by its nodeRef.
+	// The MachineHealthCheck that would act on the annotation, and the
+	// Machines: the first node's linked by its annotations, the second's by
+	// its nodeRef; the third node has none.
 	require.NoError(t, env.Client.Create(ctx, lrObject("cluster.x-k8s.io/v1beta2", "MachineHealthCheck", "gpu-pool", nil, map[string]any{
 		"clusterName": "gpu",
 		"selector":    map[string]any{"matchLabels": map[string]any{"pool": "gpu"}},
