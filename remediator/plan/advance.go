@@ -394,7 +394,7 @@ func (t *transition) cordoning() {
 		}
 		t.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionCordon, Message: Truncate("cordoned the node: "+t.in.NoDevice, maxMessage)}
 	} else {
-		t.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionCordon, Message: "cordoned the node: the operation acts on the whole node"}
+		t.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionCordon, Message: "cordoned the node: " + t.whyNotGPU()}
 	}
 	switch by := n.Annotations[v1alpha1.AnnotationCordonedBy]; {
 	case n.Spec.Unschedulable && by == "":
@@ -430,6 +430,18 @@ func (t *transition) next() {
 func (t *transition) gpuScoped() bool {
 	op := t.in.Op
 	return !op.Spec.Quarantine && op.Status.GPU != nil && op.Status.GPU.UUID != "" && !NodeWide(t.in.Template)
+}
+
+// whyNotGPU says why an operation that is not gpuScoped cordons the node.
+func (t *transition) whyNotGPU() string {
+	g := t.in.Op.Status.GPU
+	switch {
+	case NodeWide(t.in.Template):
+		return "the operation acts on the whole node"
+	case g == nil:
+		return "the trigger names no GPU"
+	}
+	return "the trigger names GPU " + g.BusID + " by bus ID only, and excluding one GPU needs its UUID"
 }
 
 // NodeWide reports whether a template acts on the whole node (a reboot,

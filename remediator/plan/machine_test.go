@@ -189,9 +189,16 @@ func TestAdvanceGPUExclusion(t *testing.T) {
 				require.Equal(t, v1alpha1.ExclusionCordon, tr.Status.Exclusion.Method)
 				require.Contains(t, tr.Status.Exclusion.Message, "whole node")
 			}}},
-		{desc: "cordoning: a GPU known by bus ID only cordons",
-			in:   AdvanceInput{Op: cordoning(onGPU("", "0000:3b:00.0")), Node: node("n1"), Template: reset, Device: dev},
-			want: want{phase: v1alpha1.PhaseRunning, effect: EffectCordon}},
+		{desc: "cordoning: a GPU known by bus ID only cordons, saying so",
+			in: AdvanceInput{Op: cordoning(onGPU("", "0000:3b:00.0")), Node: node("n1"), Template: reset, Device: dev},
+			want: want{phase: v1alpha1.PhaseRunning, effect: EffectCordon, check: func(t *testing.T, tr Transition) {
+				require.Equal(t, "cordoned the node: the trigger names GPU 0000:3b:00.0 by bus ID only, and excluding one GPU needs its UUID", tr.Status.Exclusion.Message)
+			}}},
+		{desc: "cordoning: a fault naming no GPU cordons, saying so",
+			in: AdvanceInput{Op: cordoning(), Node: node("n1"), Template: reset},
+			want: want{phase: v1alpha1.PhaseRunning, effect: EffectCordon, check: func(t *testing.T, tr Transition) {
+				require.Equal(t, "cordoned the node: the trigger names no GPU", tr.Status.Exclusion.Message)
+			}}},
 		{desc: "admit: the per-GPU cap excludes the GPU and leaves the node alone",
 			in: AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseWaitingForBudget), onGPU(gpuUUID, "")), Node: node("n1"), Device: dev,
 				Admission: Admission{Verdict: Skip, Reason: v1alpha1.ReasonGPUAttemptCapReached, Message: "3 faults", ExcludeGPU: true}},
