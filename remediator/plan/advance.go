@@ -585,11 +585,16 @@ func (t *transition) running() {
 		// AlreadyExists instead of running the operation twice.
 		t.Effect = EffectCreatePod
 		t.Status.PodName = op.Name
+		if n := t.in.Node; criterion == v1alpha1.SuccessNodeRebooted && n != nil && n.Status.NodeInfo.BootID != "" {
+			// The reboot to wait for is the pod's: a boot ID that changed
+			// since admission (the fault, a long drain) must not pass for it.
+			t.Status.BootID = n.Status.NodeInfo.BootID
+		}
 		t.emit(corev1.EventTypeNormal, v1alpha1.EventPodCreated, "Run", fmt.Sprintf("created operation pod %s/%s (%s)", t.in.Namespace, op.Name, tpl.Spec.Image))
 	}
 	t.requeueAt(deadline)
 	if criterion == v1alpha1.SuccessNodeRebooted {
-		t.Status.Message = fmt.Sprintf("waiting for the node to reboot (boot ID %s) and be Ready, until %s", op.Status.BootID, deadline.UTC().Format(time.RFC3339))
+		t.Status.Message = fmt.Sprintf("waiting for the node to reboot (boot ID %s) and be Ready, until %s", t.Status.BootID, deadline.UTC().Format(time.RFC3339))
 	} else {
 		t.Status.Message = fmt.Sprintf("waiting for pod %s/%s to succeed, until %s", t.in.Namespace, t.Status.PodName, deadline.UTC().Format(time.RFC3339))
 	}

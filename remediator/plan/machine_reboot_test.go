@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -53,4 +54,24 @@ func TestAdvanceMachineLostWriteKeepsBootID(t *testing.T) {
 		Machine: MachineObservation{Target: "BareMetalHost metal3/n1", Requested: true}, Now: now})
 	require.Equal(t, v1alpha1.PhaseVerifying, tr.Status.Phase, tr.Status.Message)
 	require.Equal(t, "boot-a", tr.Status.BootID)
+}
+
+// TestAdvanceRebootPodAfterReboot: the same for a reboot pod. A node that
+// rebooted between admission and the pod's creation (a long drain, the
+// fault) waits for the reboot the pod makes.
+func TestAdvanceRebootPodAfterReboot(t *testing.T) {
+	reboot := tpl(v1alpha1.SuccessNodeRebooted)
+	o := op("op", "n1", phase(v1alpha1.PhaseRunning), bootID("boot-a"))
+	n := node("n1", booted("boot-b"))
+	tr := Advance(AdvanceInput{Op: o, Node: n, Template: reboot, Now: now})
+	require.Equal(t, EffectCreatePod, tr.Effect)
+	require.Equal(t, "boot-b", tr.Status.BootID, "the boot ID when the pod is created")
+	require.Contains(t, tr.Status.Message, "boot ID boot-b")
+
+	o.Status = tr.Status
+	tr = Advance(AdvanceInput{Op: o, Node: n, Template: reboot, Pod: opPod(corev1.PodRunning, time.Time{}, 0), Now: now.Add(time.Second)})
+	require.Equal(t, v1alpha1.PhaseRunning, tr.Status.Phase, "a reboot before the pod is not the pod's: %s", tr.Status.Message)
+
+	tr = Advance(AdvanceInput{Op: o, Node: node("n1", booted("boot-c")), Template: reboot, Pod: opPod(corev1.PodRunning, time.Time{}, 0), Now: now.Add(time.Minute)})
+	require.Equal(t, v1alpha1.PhaseVerifying, tr.Status.Phase, tr.Status.Message)
 }
