@@ -167,7 +167,7 @@ func TestDecide(t *testing.T) {
 			},
 			prev:       seen("b1", Sighting{10, 100, ago(10 * time.Minute)}, Sighting{20, 200, ago(time.Hour)}, Sighting{30, 300, ago(time.Hour)}),
 			min:        5 * time.Minute,
-			wantStatus: plugin.StatusNonOK, wantLine: "DStateOrphans: 3 procs in D; pod " + uidB + " pt_main_th",
+			wantStatus: plugin.StatusNonOK, wantLine: "DStateOrphans: 3 procs in D; pod " + uidB + " pt_main_thread",
 			wantState: seen("b1", Sighting{10, 100, ago(10 * time.Minute)}, Sighting{20, 200, ago(time.Hour)},
 				Sighting{30, 300, ago(time.Hour)}, Sighting{40, 400, now}),
 			wantAsked: true, wantOrphans: 3,
@@ -181,7 +181,7 @@ func TestDecide(t *testing.T) {
 		{
 			desc:  "a cgroup that does not parse is Unknown",
 			procs: []Proc{garbled}, min: 5 * time.Minute,
-			wantStatus: plugin.StatusUnknown, wantLine: "dstate: 1 proc unreadable: pid 10: parse cgroup: line 1: want ID:controllers:pat", // cut at 80
+			wantStatus: plugin.StatusUnknown, wantLine: "dstate: 1 proc unreadable: pid 10: parse cgroup: line 1: want ID:controllers:path",
 			wantState: seen("b1", Sighting{10, 100, now}),
 		},
 		{
@@ -229,24 +229,33 @@ func TestDecideTellsDeletedFromTerminating(t *testing.T) {
 }
 
 func TestOrphansMessageFits(t *testing.T) {
+	// A comm is at most 15 bytes and a pod UID 36, so a real line never
+	// reaches MaxLine; these build longer inputs from MaxLine to exercise
+	// the cut.
+	long := strings.Repeat("c", plugin.MaxLine)
+	fill := func(head string) string { return head + " " + long[:plugin.MaxLine-len(head)-1] }
+	// A UID (longer than procfs.PodUID allows) that fills the line.
+	longUID := strings.Repeat("f", plugin.MaxLine-len("DStateOrphans: 1 proc in D; pod "))
 	for _, tc := range []struct {
 		desc string
 		n    int
 		comm string
+		uid  string
 		want string
 	}{
-		{"short comm", 2, "python3", "DStateOrphans: 2 procs in D; pod " + uidA + " python3"},
-		{"long comm is cut", 3, "pt_main_thread", "DStateOrphans: 3 procs in D; pod " + uidA + " pt_main_th"},
-		{"odd bytes are replaced", 1, "a b\t\xffc", "DStateOrphans: 1 proc in D; pod " + uidA + " a_b??c"},
-		{"a large count leaves less room", 1234567, "python3", "DStateOrphans: 1234567 procs in D; pod " + uidA + " pyth"},
-		{"no room leaves out the comm", 12345678901, "python3", "DStateOrphans: 12345678901 procs in D; pod " + uidA},
-		{"empty comm", 1, "", "DStateOrphans: 1 proc in D; pod " + uidA},
+		{"short comm", 2, "python3", uidA, "DStateOrphans: 2 procs in D; pod " + uidA + " python3"},
+		{"a 15-byte comm is whole", 3, "pt_main_thread1", uidA, "DStateOrphans: 3 procs in D; pod " + uidA + " pt_main_thread1"},
+		{"long comm is cut", 3, long, uidA, fill("DStateOrphans: 3 procs in D; pod " + uidA)},
+		{"odd bytes are replaced", 1, "a b\t\xffc", uidA, "DStateOrphans: 1 proc in D; pod " + uidA + " a_b??c"},
+		{"a large count leaves less room", 1234567, long, uidA, fill("DStateOrphans: 1234567 procs in D; pod " + uidA)},
+		{"no room leaves out the comm", 1, "python3", longUID, "DStateOrphans: 1 proc in D; pod " + longUID},
+		{"empty comm", 1, "", uidA, "DStateOrphans: 1 proc in D; pod " + uidA},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			line := orphansResult(tc.n, Orphan{PID: 1, Comm: tc.comm, PodUID: uidA}).Line()
+			line := orphansResult(tc.n, Orphan{PID: 1, Comm: tc.comm, PodUID: tc.uid}).Line()
 			require.Equal(t, tc.want, line)
 			require.LessOrEqual(t, len(line), plugin.MaxLine)
-			require.True(t, strings.Contains(line, uidA))
+			require.True(t, strings.Contains(line, tc.uid))
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/detectors/plugin"
+	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
 
 type fakeBackend struct {
@@ -125,7 +127,7 @@ func TestCheckLost(t *testing.T) {
 		{desc: "no label", backend: &fakeBackend{name: "nvml", devs: healthy(8)}, labels: labels(map[string]string{}, nil),
 			want: "no expected GPU count (8 visible): node gpu-1 has no nvidia.com/gpu.count label", status: plugin.StatusUnknown},
 		{desc: "bad label", backend: &fakeBackend{name: "nvml", devs: healthy(8)}, labels: labels(map[string]string{GPUCountLabel: "eight"}, nil),
-			want: `no expected GPU count (8 visible): node gpu-1 label nvidia.com/gpu.count="eight"`, status: plugin.StatusUnknown},
+			want: `no expected GPU count (8 visible): node gpu-1 label nvidia.com/gpu.count="eight" is not a positive number`, status: plugin.StatusUnknown},
 		{desc: "labels unreadable", backend: &fakeBackend{name: "nvml", devs: healthy(8)}, labels: labels(nil, errors.New("HTTP 403: forbidden")),
 			want: "no expected GPU count (8 visible): read node labels: HTTP 403: forbidden", status: plugin.StatusUnknown},
 		{desc: "backend fails", backend: &fakeBackend{name: "nvml", err: errors.New("nvml: init: ERROR_UNKNOWN")}, expected: 8, labels: noCall,
@@ -171,6 +173,7 @@ func TestCommandsEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	lost := writeScript(t, "cat '"+filepath.Join(dir, "query-gpu-h100x8-one-lost.txt")+"'; exit 15")
 	pending := writeScript(t, "case \"$1\" in --query-gpu=*) cat '"+filepath.Join(dir, "query-gpu-a100x8-healthy.txt")+"';; *) cat '"+filepath.Join(dir, "remapped-rows-a100x8-pending.txt")+"';; esac")
+	fieldLost := writeScript(t, "cat '"+filepath.Join(dir, "query-gpu-a100-field-lost.txt")+"'")
 	hang := writeScript(t, "sleep 30")
 	cmds := []*plugin.Command{Command(), MemoryCommand()}
 	for _, tc := range []struct {
@@ -179,7 +182,8 @@ func TestCommandsEndToEnd(t *testing.T) {
 		line string
 	}{
 		{[]string{"gpu", "--backend=nvidia-smi", "--nvidia-smi=" + lost, "--expected-gpus=8"}, 1, "GPUFellOffBus: GPU 0000:3a:00.0 is lost (fell off the bus); reboot required"},
-		{[]string{"gpu-memory", "--backend=nvidia-smi", "--nvidia-smi=" + pending}, 1, "RowRemapPending: row remap pending on 0000:4e:00.0; reset GPU"},
+		{[]string{"gpu", "--backend=nvidia-smi", "--nvidia-smi=" + fieldLost, "--expected-gpus=2"}, 1, "GPUFellOffBus: GPU 0000:0f:00.0 (GPU-a7abe1c2-9e1a-8ef4-f341-e07a83f73f16) is lost (fell off the bus); reboot required"},
+		{[]string{"gpu-memory", "--backend=nvidia-smi", "--nvidia-smi=" + pending}, 1, "RowRemapPending: row remap pending on 0000:4e:00.0 (GPU-4f426dcb-b394-fb36-bb2d-420f0f88080b); reset GPU"},
 		{[]string{"gpu-memory", "--backend=nvidia-smi", "--nvidia-smi=" + hang, "--nvidia-smi-timeout=200ms"}, 2, "gpu-memory: nvidia-smi: no answer in 200ms"},
 		{[]string{"gpu", "--backend=nvidia-smi", "--nvidia-smi=/nonexistent/nvidia-smi", "--expected-gpus=8"}, 2, "gpu: nvidia-smi: stat /nonexistent/nvidia-smi: no such file or directory"},
 		{[]string{"gpu", "--backend=dcgm", "--expected-gpus=8"}, 2, "gpu: --backend=dcgm needs --dcgm-address"},
@@ -189,6 +193,52 @@ func TestCommandsEndToEnd(t *testing.T) {
 			code := plugin.Main(cmds, append(tc.args, "--root="+t.TempDir()), &out, &errOut)
 			require.Equal(t, tc.code, code, "stderr: %s", errOut.String())
 			require.Equal(t, tc.line+"\n", out.String())
+		})
+	}
+}
+
+// TestCapturedH100 runs gpu-memory on nvidia-smi output captured on a real
+// H100 (detectors/testdata/gpu/*-h100x1-captured.txt): healthy as
+// captured, then with the remapped-rows failure flag set to Yes. The
+// reset-gpu template's GPU_BUS_ID regex takes the bus ID from the line, and
+// gpuhistory.GPUFromMessage the bus ID and the UUID nvidia-smi printed.
+func TestCapturedH100(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", "testdata", "gpu"))
+	require.NoError(t, err)
+	gpu := filepath.Join(dir, "query-gpu-h100x1-captured.txt")
+	rows, err := os.ReadFile(filepath.Join(dir, "remapped-rows-h100x1-captured.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "00000000:00:06.0, No, No, 0\n", string(rows))
+	failed := filepath.Join(t.TempDir(), "remapped-rows-failed.txt")
+	require.NoError(t, os.WriteFile(failed, []byte("00000000:00:06.0, No, Yes, 1\n"), 0o644))
+	const (
+		bus  = "0000:00:06.0"
+		uuid = "GPU-179b83e0-c021-1d8e-a043-c3b3abb37ced"
+	)
+	busRe := templateBusRegex(t)
+	for _, tc := range []struct {
+		desc string
+		rows string
+		code int
+		line string
+	}{
+		{"as captured", filepath.Join(dir, "remapped-rows-h100x1-captured.txt"), 0, "1 GPU without memory faults (nvidia-smi)"},
+		{"row remap failed", failed, 1, "RowRemapFailed: row remap failed on " + bus + " (" + uuid + "); replace GPU"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			smi := writeScript(t, "case \"$1\" in --query-gpu=*) cat '"+gpu+"';; *) cat '"+tc.rows+"';; esac")
+			var out, errOut bytes.Buffer
+			code := plugin.Main([]*plugin.Command{MemoryCommand()}, []string{"gpu-memory", "--backend=nvidia-smi", "--nvidia-smi=" + smi, "--root=" + t.TempDir()}, &out, &errOut)
+			require.Equal(t, tc.code, code, "stderr: %s", errOut.String())
+			line := strings.TrimSuffix(out.String(), "\n")
+			require.Equal(t, tc.line, line)
+			if tc.code == 0 {
+				return
+			}
+			require.Equal(t, []string{bus, bus}, busRe.FindStringSubmatch(line))
+			gotBus, gotUUID := gpuhistory.GPUFromMessage(line)
+			require.Equal(t, bus, gotBus)
+			require.Equal(t, uuid, gotUUID)
 		})
 	}
 }

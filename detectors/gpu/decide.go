@@ -28,33 +28,37 @@ type LostInput struct {
 // naming it, also without an expected count, since the driver is evidence
 // enough. Otherwise fewer usable GPUs than expected is GPUCountMismatch,
 // and without an expected count the verdict is Unknown. More GPUs than
-// expected is OK, with a warning for the log.
+// expected is OK, with a warning for the log. The GPU named is the first by
+// bus ID, with its UUID when the backend still reports one (nvidia-smi's
+// row of a lost GPU, DCGM's cached attributes).
 func DecideLost(in LostInput) (r plugin.Result, warning string) {
 	devs, missing := withDriver(in.Devices, in.Driver)
-	var lost, absent []string
+	var lost, absent []Device
 	visible := 0
 	for _, d := range devs {
 		switch {
 		case d.Lost:
-			lost = append(lost, d.name())
+			lost = append(lost, d)
 		case !d.Usable():
-			absent = append(absent, d.name())
+			absent = append(absent, d)
 		default:
 			visible++
 		}
 	}
 	if len(lost) > 0 {
-		sort.Strings(lost)
+		first := firstByName(lost).nameAndUUID()
 		if len(lost) == 1 {
-			return plugin.NonOK(reason.GPUFellOffBus, "GPU %s is lost (fell off the bus); reboot required", lost[0]), ""
+			return plugin.NonOK(reason.GPUFellOffBus, "GPU %s is lost (fell off the bus); reboot required", first), ""
 		}
-		return plugin.NonOK(reason.GPUFellOffBus, "GPU %s%s fell off the bus; reboot required", lost[0], more(len(lost)-1)), ""
+		return plugin.NonOK(reason.GPUFellOffBus, "GPU %s%s fell off the bus; reboot required", first, more(len(lost)-1)), ""
 	}
-	absent = append(absent, missing...)
-	sort.Strings(absent)
+	for _, id := range missing {
+		absent = append(absent, Device{Index: -1, BusID: id})
+	}
 	if len(absent) > 0 {
 		total := max(in.Expected, visible+len(absent))
-		return plugin.NonOK(reason.GPUCountMismatch, "%d of %d GPUs visible; missing %s%s", visible, total, absent[0], more(len(absent)-1)), ""
+		return plugin.NonOK(reason.GPUCountMismatch, "%d of %d GPUs visible; missing %s%s",
+			visible, total, firstByName(absent).nameAndUUID(), more(len(absent)-1)), ""
 	}
 	switch {
 	case in.Expected <= 0:
@@ -122,10 +126,11 @@ var memoryRules = []memoryRule{
 
 // DecideMemory is the GPUMemoryUnhealthy verdict over the devices. The
 // first rule (replace before reset) that any device hits is reported,
-// naming the first such device by bus ID and counting the others. A fault
-// found on one GPU is reported even when another could not be read; with
-// no fault, a lost or unreadable GPU makes the verdict Unknown. Counters a
-// GPU does not support (N/A) are not faults.
+// naming the first such device by bus ID (and UUID, when known) and
+// counting the others. A fault found on one GPU is reported even when
+// another could not be read; with no fault, a lost or unreadable GPU makes
+// the verdict Unknown. Counters a GPU does not support (N/A) are not
+// faults.
 func DecideMemory(backend string, devs []Device, th Thresholds) plugin.Result {
 	if len(devs) == 0 {
 		return plugin.Unknown("no GPUs visible (%s)", backend)
@@ -136,7 +141,7 @@ func DecideMemory(backend string, devs []Device, th Thresholds) plugin.Result {
 		var hits []string
 		for _, d := range sorted {
 			if rule.hit(d, th) {
-				hits = append(hits, d.name())
+				hits = append(hits, d.nameAndUUID())
 			}
 		}
 		if len(hits) > 0 {
@@ -160,6 +165,18 @@ func DecideMemory(backend string, devs []Device, th Thresholds) plugin.Result {
 		return plugin.OK("1 GPU without memory faults (%s)", backend)
 	}
 	return plugin.OK("%d GPUs without memory faults (%s)", len(devs), backend)
+}
+
+// firstByName is the device with the least name (bus ID); devs is not
+// empty.
+func firstByName(devs []Device) Device {
+	first := devs[0]
+	for _, d := range devs[1:] {
+		if d.name() < first.name() {
+			first = d
+		}
+	}
+	return first
 }
 
 // more is " (+N GPUs)" for N other affected GPUs, "" for none.

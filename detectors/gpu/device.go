@@ -62,6 +62,48 @@ type Device struct {
 // Usable is a device the node can use: not lost, handle obtained.
 func (d Device) Usable() bool { return !d.Lost && d.Err == "" }
 
+// nameAndUUID is name with the GPU's UUID when the backend gave a well
+// formed one, e.g. "0000:3b:00.0 (GPU-179b83e0-c021-1d8e-a043-c3b3abb37ced)":
+// the bus ID names the slot the reset-gpu template resets (it takes the
+// first bus ID in the message), the UUID the card, which the remediator's
+// per-GPU history and DeviceTaintRule exclusion follow across reboots and
+// reseats. A UUID never changes, so it does not move the condition's
+// transition time; anything else in the UUID field ("[N/A]", an error) is
+// left out.
+func (d Device) nameAndUUID() string {
+	u, ok := normalizeUUID(d.UUID)
+	if !ok {
+		return d.name()
+	}
+	return d.name() + " (" + u + ")"
+}
+
+// normalizeUUID returns a GPU UUID ("GPU-" and 8-4-4-4-12 hex digits, as
+// NVML, nvidia-smi and DCGM print it) with the hex in lower case, so that
+// every backend names a GPU alike; ok is false for anything else.
+func normalizeUUID(s string) (string, bool) {
+	const form = "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+	s = strings.TrimSpace(s)
+	if len(s) != len(form) || !strings.HasPrefix(s, "GPU-") {
+		return "", false
+	}
+	b := []byte(s)
+	for i := len("GPU-"); i < len(b); i++ {
+		switch {
+		case form[i] == '-':
+			if b[i] != '-' {
+				return "", false
+			}
+		case '0' <= b[i] && b[i] <= '9', 'a' <= b[i] && b[i] <= 'f':
+		case 'A' <= b[i] && b[i] <= 'F':
+			b[i] += 'a' - 'A'
+		default:
+			return "", false
+		}
+	}
+	return string(b), true
+}
+
 func (d Device) name() string {
 	if d.BusID != "" {
 		return d.BusID

@@ -14,5 +14,7 @@
 // be read is never reported OK; the nvidia-smi child never inherits the
 // plugin's stdout or stderr and is killed, with its process group, at its
 // timeout; NonOK messages name the GPU by its normalised PCI bus ID
-// (0000:3b:00.0) and do not change while the fault lasts.
+// (0000:3b:00.0), first, followed by its UUID when the backend reports a
+// well-formed one ("0000:3b:00.0 (GPU-179b83e0-...)"), and do not change
+// while the fault lasts.
 package gpu

@@ -106,7 +106,7 @@ func TestNVMLMemoryValues(t *testing.T) {
 	require.Empty(t, devs[4].ReadErr)
 
 	r := DecideMemory("nvml", devs, Thresholds{DBE: 1, RetiredPages: 60})
-	require.Equal(t, "RowRemapFailed: row remap failed on 0000:b7:00.0; replace GPU", r.Line())
+	require.Equal(t, "RowRemapFailed: row remap failed on 0000:b7:00.0 ("+dev(s, 6).UUID+"); replace GPU", r.Line())
 }
 
 func TestNVMLLostDuringMemoryRead(t *testing.T) {

@@ -249,6 +249,11 @@ func TestUp(t *testing.T) {
 
 func TestDecideFitsTheLine(t *testing.T) {
 	down := func(name, oper string) Link { return Link{Name: name, OperState: oper} }
+	// Interface names are at most 15 bytes, so real faults fit in their
+	// long form; a name (as in a fixture) that leaves room for the short
+	// form only, and a pattern longer than the line, exercise the rest.
+	shortOnly := "enp175s0f1np1" + strings.Repeat("n", plugin.MaxLine-len("LinkDown: enp175s0f1np1"+" link down (lowerlayerdown, no carrier)"+" (+3 more)"))
+	longPattern := "^(" + strings.Repeat("mlx5_[0-9]+|", plugin.MaxLine/len("mlx5_[0-9]+|")) + "ib[0-9]+)$"
 	for _, tc := range []struct {
 		desc string
 		obs  Observation
@@ -256,14 +261,17 @@ func TestDecideFitsTheLine(t *testing.T) {
 		want string
 	}{
 		{"long name and state: the short form keeps the count",
-			Observation{Links: []Link{down("enp175s0f1np1", "lowerlayerdown"), down("enp175s0f2np2", "down"), down("enp175s0f3np3", "down"), down("enp175s0f4np4", "down")}},
-			Config{}, "LinkDown: enp175s0f1np1 link down (lowerlayerdown, no carrier) (+3 more)"},
+			Observation{Links: []Link{down(shortOnly, "lowerlayerdown"), down("enp175s0f2np2", "down"), down("enp175s0f3np3", "down"), down("enp175s0f4np4", "down")}},
+			Config{}, "LinkDown: " + shortOnly + " link down (lowerlayerdown, no carrier) (+3 more)"},
 		{"the long form when it fits",
 			Observation{Links: []Link{down("ib0", "lowerlayerdown"), down("ib1", "down")}},
 			Config{}, "LinkDown: ib0 link down (operstate lowerlayerdown, no carrier) (+1 more)"},
+		{"the longest real name and state fit the long form",
+			Observation{Links: []Link{down("enp175s0f1np1xx", "lowerlayerdown"), down("enp175s0f2np2", "down"), down("enp175s0f3np3", "down"), down("enp175s0f4np4", "down")}},
+			Config{}, "LinkDown: enp175s0f1np1xx link down (operstate lowerlayerdown, no carrier) (+3 more)"},
 		{"a long pattern is cut, the count kept",
-			Observation{Unmatched: []string{"^(" + strings.Repeat("mlx5_[0-9]+|", 8) + "ib[0-9]+)$"}, Missing: []string{"eth0"}},
-			Config{}, "LinkDown: no interface matches ^(mlx5_[0-9]+|mlx5_[0-9]+|mlx5_[0-9]+|m (+1 more)"},
+			Observation{Unmatched: []string{longPattern}, Missing: []string{"eth0"}},
+			Config{}, ("LinkDown: no interface matches " + longPattern)[:plugin.MaxLine-len(" (+1 more)")] + " (+1 more)"},
 		{"OK lists the names that fit",
 			Observation{AddrsChecked: true, Links: func() []Link {
 				var ls []Link
@@ -272,7 +280,8 @@ func TestDecideFitsTheLine(t *testing.T) {
 				}
 				return ls
 			}()},
-			Config{RequireAddress: true}, "12 interfaces up with addresses (enp10s0f0np0, enp11s0f0np0, +10 more)"},
+			Config{RequireAddress: true}, "12 interfaces up with addresses (enp10s0f0np0, enp11s0f0np0, enp12s0f0np0, enp13s0f0np0, " +
+				"enp14s0f0np0, enp15s0f0np0, enp16s0f0np0, enp17s0f0np0, +4 more)"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			line := Decide(tc.cfg, tc.obs).Line()

@@ -15,8 +15,8 @@
 // (+2 mounts)"), because the remount-nfs template takes the first absolute
 // path at the start of the message or after white space, up to white space
 // or one of ":;,()". A mount point with a space in it therefore reaches the
-// template cut at the space (and one longer than about 60 bytes is cut by
-// the 80-byte line); the template refuses paths that are not in fstab, so
+// template cut at the space (and one longer than about 130 bytes is cut by
+// the 160-byte line); the template refuses paths that are not in fstab, so
 // such a mount is reported but not remounted.
 //
 // # Never hang, never leak

@@ -35,9 +35,11 @@ func (s Status) String() string {
 	}
 }
 
-// MaxLine is the longest line a check prints: NPD's default
-// max_output_length.
-const MaxLine = 80
+// MaxLine is the longest line a check prints, and the max_output_length
+// of every deploy/npd config (NPD's default is 80): room for a GPU's bus
+// ID and UUID, which the remediator's per-GPU history and DeviceTaintRule
+// exclusion read from the condition message.
+const MaxLine = 160
 
 // Result is what a check found.
 type Result struct {

@@ -20,8 +20,10 @@ func TestLine(t *testing.T) {
 		{"NonOK starts with the reason", NonOK("XidRebootRequired", "Xid 79 on 0000:3b:00.0: fell off the bus"), "XidRebootRequired: Xid 79 on 0000:3b:00.0: fell off the bus"},
 		{"OK has no reason", OK("8 GPUs"), "8 GPUs"},
 		{"newlines and runs of space collapse", Unknown("nvidia-smi:\n  No devices\twere found\n"), "nvidia-smi: No devices were found"},
-		{"cut to 80 bytes", OK("%s", strings.Repeat("x", 100)), strings.Repeat("x", 80)},
-		{"cut at a rune boundary", OK("%s", strings.Repeat("x", 79)+"é"), strings.Repeat("x", 79)},
+		{"a line of MaxLine bytes is kept whole", OK("%s", strings.Repeat("x", MaxLine)), strings.Repeat("x", MaxLine)},
+		{"cut to MaxLine bytes", OK("%s", strings.Repeat("x", MaxLine+20)), strings.Repeat("x", MaxLine)},
+		{"cut at a rune boundary", OK("%s", strings.Repeat("x", MaxLine-1)+"é"), strings.Repeat("x", MaxLine-1)},
+		{"the reason counts toward MaxLine", NonOK("GPUMemoryUnhealthy", "%s", strings.Repeat("x", MaxLine)), "GPUMemoryUnhealthy: " + strings.Repeat("x", MaxLine-len("GPUMemoryUnhealthy: "))},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			got := tc.r.Line()

@@ -50,5 +50,5 @@ func BenchmarkXid1MiB(b *testing.B) {
 		st.Compact(UnknownIgnore)
 		res = Decide(st, UnknownIgnore).Result().Line()
 	}
-	require.Equal(b, "XidRebootRequired: Xid 79 on 0000:17:00.0 (+7 GPUs): fell off the bus; reboot", res)
+	require.Equal(b, "XidRebootRequired: Xid 79 on 0000:17:00.0 (+7 GPUs): fell off the bus; reboot required", res)
 }

@@ -71,8 +71,8 @@ func (a Action) String() string {
 // Entry is one catalog row.
 type Entry struct {
 	Action Action
-	// Meaning is short: it goes in an 80-byte line, and Result drops its
-	// last words when the line is too long.
+	// Meaning is short: it goes in a line of plugin.MaxLine bytes, and
+	// Result drops its last words when the line is too long.
 	Meaning string
 }
 

@@ -120,7 +120,7 @@ func (c *config) run(ctx context.Context, env *plugin.Env) plugin.Result {
 }
 
 // unknownErr is Unknown for err. A file error is shown as "<path>: <errno>"
-// so that the path survives the cut to 80 bytes.
+// so that the path survives the cut to plugin.MaxLine bytes.
 func unknownErr(err error) plugin.Result {
 	var pe *os.PathError
 	if errors.As(err, &pe) {

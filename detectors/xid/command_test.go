@@ -121,7 +121,7 @@ func TestRunnerRingBufferWrapAndNewBoot(t *testing.T) {
 func TestRunnerRecurringDBE(t *testing.T) {
 	f := newFixtureRoot(t, boot1, "1000.0", "kmsg-dbe-recurring.txt")
 	f.dropReset("0000:3b:00.0", boot1+" 500.0")
-	f.expect(1, "XidResetRequired: Xid 48 on 0000:3b:00.0: DBE ECC again after reset; reset")
+	f.expect(1, "XidResetRequired: Xid 48 on 0000:3b:00.0: DBE ECC again after reset; reset required")
 }
 
 func TestRunnerUnknownXid(t *testing.T) {

@@ -273,8 +273,9 @@ const OKMessage = "no actionable Xid since boot"
 //	Xid 46 on 0000:3b:00.0 (+1 GPU): GPU timeout; reset required
 //	Xid 48 on 0000:3b:00.0: DBE ECC again after reset; reset required
 //
-// It is shortened to fit the 80-byte line with its reason: first
-// " required" goes, then the meaning's last words, then the meaning.
+// It is shortened to fit the line (plugin.MaxLine) with its reason: first
+// " required" goes, then the meaning's last words, then the meaning. With
+// the catalog's short meanings a real message always fits whole.
 func (v Verdict) Result() plugin.Result {
 	var why, action string
 	switch v.Severity {

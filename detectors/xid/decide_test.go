@@ -2,6 +2,7 @@ package xid
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,7 +60,7 @@ func TestDecide(t *testing.T) {
 		{desc: "two GPUs: the earlier fault first", events: []Found{ev(gpuA, 46, 10), ev(gpuB, 62, 5)},
 			want: "XidResetRequired: Xid 62 on 0000:86:00.0 (+1 GPU): PMU halt; reset required"},
 		{desc: "two GPUs: the reboot first", events: []Found{ev(gpuA, 46, 5), ev(gpuB, 79, 10)},
-			want: "XidRebootRequired: Xid 79 on 0000:86:00.0 (+1 GPU): fell off the bus; reboot"},
+			want: "XidRebootRequired: Xid 79 on 0000:86:00.0 (+1 GPU): fell off the bus; reboot required"},
 		{desc: "two GPUs, one reset", events: []Found{ev(gpuA, 46, 5), ev(gpuB, 62, 10)}, resets: []reset{{gpuA, 6}},
 			want: "XidResetRequired: Xid 62 on 0000:86:00.0: PMU halt; reset required"},
 		{desc: "three GPUs", events: []Found{ev(gpuA, 46, 5), ev(gpuB, 62, 10), ev("0000:af:00.0", 119, 10)},
@@ -74,7 +75,7 @@ func TestDecide(t *testing.T) {
 		{desc: "48 twice without a reset is not a recurrence", events: []Found{ev(gpuA, 48, 5), ev(gpuA, 48, 9)},
 			want: "XidResetRequired: Xid 48 on 0000:3b:00.0: DBE ECC; reset required"},
 		{desc: "48 again after a reset", events: []Found{ev(gpuA, 48, 5), ev(gpuA, 48, 9)}, resets: []reset{{gpuA, 6}},
-			want: "XidResetRequired: Xid 48 on 0000:3b:00.0: DBE ECC again after reset; reset"},
+			want: "XidResetRequired: Xid 48 on 0000:3b:00.0: DBE ECC again after reset; reset required"},
 		{desc: "48 on another GPU before the reset is no recurrence", events: []Found{ev(gpuB, 48, 5), ev(gpuA, 48, 9)}, resets: []reset{{gpuA, 6}, {gpuB, 6}},
 			want: "XidResetRequired: Xid 48 on 0000:3b:00.0: DBE ECC; reset required"},
 		{desc: "unknown Xid ignored by default", events: []Found{ev(gpuA, 14, 5)}, want: OKMessage},
@@ -193,4 +194,36 @@ func TestMessageFitsAndKeepsTheBusID(t *testing.T) {
 			require.Regexp(t, `; (reset|reboot)( required)?$`, line)
 		})
 	}
+}
+
+// TestMessageShortening: catalog meanings are short enough that a real
+// message always fits; meanings built from MaxLine exercise each step of
+// the shortening.
+func TestMessageShortening(t *testing.T) {
+	const head = "XidResetRequired: Xid 48 on " + gpuA
+	// meaning returns "DBE ECC x...x" such that the line with "; reset"
+	// is exactly MaxLine bytes, and longer by extra.
+	meaning := func(extra int) string {
+		return "DBE ECC " + strings.Repeat("x", plugin.MaxLine-len(head+": DBE ECC ; reset")+extra)
+	}
+	word := strings.Repeat("x", plugin.MaxLine)
+	for _, tc := range []struct {
+		desc    string
+		meaning string
+		want    string
+	}{
+		{"whole when it fits", "DBE ECC", head + ": DBE ECC; reset required"},
+		{"first \" required\" goes", meaning(0), head + ": " + meaning(0) + "; reset"},
+		{"then the meaning's last words", meaning(1), head + ": DBE ECC; reset"},
+		{"then the meaning", word, head + "; reset"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			line := Verdict{Severity: SevReset, Bus: gpuA, Xid: 48, Meaning: tc.meaning}.Result().Line()
+			require.Equal(t, tc.want, line)
+			require.LessOrEqual(t, len(line), plugin.MaxLine)
+		})
+	}
+	t.Run("the head and action stay when nothing fits", func(t *testing.T) {
+		require.Equal(t, "Xid 48 on "+gpuA+"; reset", fitMessage(5, "Xid 48 on "+gpuA, "DBE ECC", "reset"))
+	})
 }

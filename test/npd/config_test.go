@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cpmtypes "k8s.io/node-problem-detector/pkg/custompluginmonitor/types"
 
+	"github.com/kubemedic/kubemedic/detectors/plugin"
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
@@ -50,7 +51,7 @@ func TestMonitorConfigs(t *testing.T) {
 			require.NoError(t, cfg.Validate())
 
 			g := cfg.PluginGlobalConfig
-			require.Equal(t, 80, *g.MaxOutputLength)
+			require.Equal(t, plugin.MaxLine, *g.MaxOutputLength, "room for the line kubemedic-detect prints")
 			require.True(t, *g.SkipInitialStatus, "an NPD restart must not blip a True condition to False")
 			require.True(t, *g.EnableMessageChangeBasedConditionUpdate, "a change of the reason prefix must reach the Node")
 
@@ -91,7 +92,7 @@ func TestMonitorConfigs(t *testing.T) {
 			out, _ := exec.Command(detect, args...).Output()
 			line := strings.TrimSpace(string(out))
 			require.NotRegexp(t, regexp.MustCompile(`unknown flag|unexpected argument|invalid argument|unknown check`), line)
-			require.LessOrEqual(t, len(line), 80)
+			require.LessOrEqual(t, len(line), plugin.MaxLine)
 		})
 	}
 	for typ := range v1alpha1.ConditionReasons {

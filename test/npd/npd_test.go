@@ -15,17 +15,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/detectors/plugin"
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 	"github.com/kubemedic/kubemedic/test/harness"
 	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 // TestNPDEndToEnd runs the real node-problem-detector with the monitor
 // configs from deploy/npd, pointed at kubemedic-detect and fixture host
-// trees, against a real API server. For xid, nfs and dstate the condition
-// must appear on the Node with the detector's reason and message, and clear
-// once the fixture heals.
+// trees, against a real API server. For xid, nfs, dstate and gpu-memory the
+// condition must appear on the Node with the detector's reason and message,
+// and clear once the fixture heals.
 func TestNPDEndToEnd(t *testing.T) {
 	env := harness.Start(t, localcluster.Options{})
 	ctx := context.Background()
@@ -60,12 +62,23 @@ func TestNPDEndToEnd(t *testing.T) {
 	writeProc(t, root, 4242, "python3", 'D', podUID)
 	writeProc(t, root, 4300, "sshd", 'S', "")
 
+	// gpu-memory: nvidia-smi answers with the output captured on a real
+	// H100, its remapped rows from a fixture file that first says the row
+	// remap failed. The message, with bus ID and UUID, is longer than NPD's
+	// default 80 bytes.
+	captured := filepath.Join(repoRoot(t), "detectors/testdata/gpu/query-gpu-h100x1-captured.txt")
+	rows := filepath.Join(root, "remapped-rows.txt")
+	writeFile(t, root, "/remapped-rows.txt", "00000000:00:06.0, No, Yes, 1\n")
+	smi := filepath.Join(t.TempDir(), "nvidia-smi")
+	require.NoError(t, os.WriteFile(smi, []byte("#!/bin/sh\ncase \"$1\" in --query-gpu=*) cat '"+captured+"';; *) cat '"+rows+"';; esac\n"), 0o755))
+
 	configs := []string{
 		npdConfig(t, "xid.json", detect, root, "--state-dir="+stateDir, "--kmsg=/kmsg"),
 		npdConfig(t, "nfs.json", detect, root, "--state-dir="+stateDir, "--mountinfo=/proc/1/mountinfo",
 			"--mount=/mnt/datasets", "--probe-timeout=2s", "--fstab=false"),
 		npdConfig(t, "dstate.json", detect, root, "--state-dir="+stateDir, "--min-duration=0s",
 			"--kubeconfig="+env.Kubeconfig, "--kubelet-url=", "--node="+node),
+		npdConfig(t, "gpu-memory.json", detect, root, "--backend=nvidia-smi", "--nvidia-smi="+smi),
 	}
 	npd, err := env.StartProcess(localcluster.ProcessSpec{
 		Name: "node-problem-detector",
@@ -111,13 +124,24 @@ func TestNPDEndToEnd(t *testing.T) {
 	expect(v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.ReasonXidRebootRequired, "0000:3b:00.0")
 	expect(v1alpha1.ConditionNFSMountUnhealthy, corev1.ConditionTrue, v1alpha1.ReasonMountMissing, "/mnt/datasets")
 	expect(v1alpha1.ConditionPodProcessesStuck, corev1.ConditionTrue, v1alpha1.ReasonDStateOrphans, podUID)
+	const gpuUUID = "GPU-179b83e0-c021-1d8e-a043-c3b3abb37ced"
+	expect(v1alpha1.ConditionGPUMemoryUnhealthy, corev1.ConditionTrue, v1alpha1.ReasonRowRemapFailed, gpuUUID)
 
 	var n corev1.Node
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: node}, &n))
 	c := localcluster.FindNodeCondition(&n, corev1.NodeConditionType(v1alpha1.ConditionGPUXidError))
 	require.NotNil(t, c)
 	require.Equal(t, v1alpha1.DetectReason, c.Reason, "NPD writes its rule's reason")
-	require.LessOrEqual(t, len(c.Message), 80)
+	require.LessOrEqual(t, len(c.Message), plugin.MaxLine)
+
+	// NPD passes the whole 104-byte line: the remediator finds the GPU's
+	// bus ID and UUID in it.
+	c = localcluster.FindNodeCondition(&n, corev1.NodeConditionType(v1alpha1.ConditionGPUMemoryUnhealthy))
+	require.NotNil(t, c)
+	require.Equal(t, "RowRemapFailed: row remap failed on 0000:00:06.0 ("+gpuUUID+"); replace GPU", c.Message)
+	bus, uuid := gpuhistory.GPUFromMessage(c.Message)
+	require.Equal(t, "0000:00:06.0", bus)
+	require.Equal(t, gpuUUID, uuid)
 
 	// The fixtures heal: the node rebooted (new boot ID, empty kernel log),
 	// the mount is there and its server answers, the process left D.
@@ -127,10 +151,12 @@ func TestNPDEndToEnd(t *testing.T) {
 	writeFile(t, root, "/proc/1/mountinfo", mountinfoBase+
 		fmt.Sprintf("612 29 0:57 / /mnt/datasets rw,relatime shared:301 - nfs4 127.0.0.1:/export rw,vers=4.2,port=%d,addr=127.0.0.1\n", nfsPort))
 	writeProc(t, root, 4242, "python3", 'S', podUID)
+	writeFile(t, root, "/remapped-rows.txt", "00000000:00:06.0, No, No, 0\n")
 
 	expect(v1alpha1.ConditionGPUXidError, corev1.ConditionFalse, "NoXidError", "")
 	expect(v1alpha1.ConditionNFSMountUnhealthy, corev1.ConditionFalse, "NFSMountsHealthy", "")
 	expect(v1alpha1.ConditionPodProcessesStuck, corev1.ConditionFalse, "NoStuckProcesses", "")
+	expect(v1alpha1.ConditionGPUMemoryUnhealthy, corev1.ConditionFalse, "GPUMemoryHealthy", "")
 }
 
 const mountinfoBase = `22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw
