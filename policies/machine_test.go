@@ -10,17 +10,22 @@ import (
 
 func TestBMCAddress(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-7",
-		Labels:      map[string]string{"rack": "r12"},
-		Annotations: map[string]string{"kubemedic.io/bmc-address": "10.0.0.5", "empty": ""}}}
+		Labels: map[string]string{"rack": "r12", ProtectedLabelPrefix + "kubemedic-bmc": "10.0.0.5",
+			ProtectedLabelPrefix + "empty": "", ProtectedLabelPrefix + "rack": "r12"},
+		Annotations: map[string]string{"kubemedic.io/bmc-address": "10.6.6.6"}}}
 	for _, tc := range []struct {
 		tpl, want, err string
 	}{
-		{tpl: `https://{{ index .Annotations "kubemedic.io/bmc-address" }}`, want: "https://10.0.0.5"},
-		{tpl: `https://{{ .Name }}-bmc.{{ .Labels.rack }}.mgmt:8443`, want: "https://gpu-7-bmc.r12.mgmt:8443"},
-		{tpl: `https://{{ .Annotations.missing }}`, err: `node gpu-7: template: address:1:23: executing "address" at <.Annotations.missing>: map has no entry for key "missing"`},
-		{tpl: `https://{{ index .Annotations "empty" }}`, err: `gave "https://": no host`},
+		{tpl: `https://{{ index .Labels "node-restriction.kubernetes.io/kubemedic-bmc" }}`, want: "https://10.0.0.5"},
+		{tpl: `https://{{ .Name }}-bmc.{{ index .Labels "node-restriction.kubernetes.io/rack" }}.mgmt:8443`, want: "https://gpu-7-bmc.r12.mgmt:8443"},
+		{tpl: `https://{{ index .Labels "node-restriction.kubernetes.io/missing" }}`, err: `for node gpu-7 gave "https://": no host (is the node's BMC label missing or empty?)`},
+		{tpl: `https://{{ index .Labels "node-restriction.kubernetes.io/empty" }}`, err: `gave "https://": no host`},
 		{tpl: `{{ .Name }}`, err: `gave "gpu-7": want an http or https URL`},
 		{tpl: `https://{{ .Name`, err: "not a valid Go template"},
+		// What a node's own kubelet can write never says where its BMC is.
+		{tpl: `https://{{ index .Annotations "kubemedic.io/bmc-address" }}`, err: "the template sees only .Name and .Labels"},
+		{tpl: `https://{{ index .Labels "rack" }}`, err: `label "rack": only labels under node-restriction.kubernetes.io/ say where a BMC is`},
+		{tpl: `https://{{ .Labels.rack }}`, err: `map has no entry for key "rack"`},
 	} {
 		t.Run(tc.tpl, func(t *testing.T) {
 			got, err := BMCAddress(tc.tpl, node)

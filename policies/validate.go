@@ -256,7 +256,7 @@ func validateMachine(s *v1alpha1.NodeOperationTemplateSpec, p *field.Path) field
 		set = append(set, "redfish")
 		rp := p.Child("redfish")
 		if r.Address == "" {
-			errs = append(errs, field.Required(rp.Child("address"), `the BMC's base URL as a Go template over the Node, e.g. https://{{ index .Annotations "kubemedic.io/bmc-address" }}`))
+			errs = append(errs, field.Required(rp.Child("address"), `the BMC's base URL as a Go template over the Node, e.g. https://{{ index .Labels "node-restriction.kubernetes.io/kubemedic-bmc" }}`))
 		} else if _, err := ParseAddressTemplate(r.Address); err != nil {
 			errs = append(errs, field.Invalid(rp.Child("address"), r.Address, err.Error()))
 		}

@@ -185,9 +185,12 @@ type Metal3Action struct {
 // RedfishAction power-cycles the node through its BMC.
 type RedfishAction struct {
 	// Address is the BMC's base URL as a Go template over the Node, e.g.
-	// https://{{ index .Annotations "kubemedic.io/bmc-address" }} or
-	// https://{{ .Name }}-bmc.mgmt.example.com. The template sees .Name,
-	// .Labels and .Annotations.
+	// https://{{ index .Labels "node-restriction.kubernetes.io/kubemedic-bmc" }}
+	// or https://{{ .Name }}-bmc.mgmt.example.com. The template sees .Name
+	// and .Labels, which holds only the labels under
+	// node-restriction.kubernetes.io/: a node's own kubelet cannot set
+	// those, and could otherwise point kubemedic, with its BMC credentials,
+	// at any address. Annotations are not offered for the same reason.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024

@@ -40,6 +40,11 @@ const (
 	// namespace/name, for clusters whose nodes' providerID does not (CAPM3
 	// writes metal3://namespace/name/... there).
 	AnnotationBareMetalHost = "kubemedic.io/baremetalhost"
+	// AnnotationBareMetalHostNode on a Metal3 BareMetalHost names the Node
+	// it runs. A node's AnnotationBareMetalHost counts only when the host
+	// names the node back: a node's kubelet can write its own annotations,
+	// and must not choose another machine to power-cycle.
+	AnnotationBareMetalHostNode = "kubemedic.io/node"
 	// AnnotationResetBreaker on a RemediationPolicy, set by a human to any new
 	// value, closes an open circuit breaker at once.
 	AnnotationResetBreaker = "kubemedic.io/reset-breaker"

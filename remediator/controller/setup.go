@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -52,6 +53,9 @@ type Options struct {
 	// (remediator/stackhealth) with these options.
 	StackHealth *stackhealth.Options
 }
+
+// OperationWorkers is how many NodeOperations are reconciled at once.
+const OperationWorkers = 4
 
 // Setup registers the indexes, metrics and both reconcilers with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
@@ -134,6 +138,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	})
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("nodeoperation").
+		// Several workers: one operation waiting on a slow outside call (a
+		// BMC that takes its 30 s to answer, an eviction) must not hold
+		// every other node's operation. Two workers never take the same
+		// operation, and admissions stay serialised by the ledger.
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: OperationWorkers}).
 		For(&v1alpha1.NodeOperation{}).
 		Owns(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == opts.Namespace

@@ -252,6 +252,12 @@ func (p *Provider) findHost(ctx context.Context, node *corev1.Node, op *v1alpha1
 	case err != nil:
 		return nil, "", fmt.Errorf("get BareMetalHost %s/%s of node %s: %w", ns, name, node.Name, err)
 	}
+	if back := obj.GetAnnotations()[v1alpha1.AnnotationBareMetalHostNode]; !strings.HasPrefix(from, "providerID") && back != node.Name {
+		// The node's annotation alone, which its kubelet can write, never
+		// chooses a host; the providerID cannot be changed once set.
+		return nil, fmt.Sprintf("BareMetalHost %s/%s, named by node %s's annotation %s, does not name the node back (its annotation %s is %q): set it, or use the providerID metal3://%s/%s/...",
+			ns, name, node.Name, v1alpha1.AnnotationBareMetalHost, v1alpha1.AnnotationBareMetalHostNode, back, ns, name), nil
+	}
 	return obj, "", nil
 }
 

@@ -24,6 +24,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 	"github.com/kubemedic/kubemedic/remediator/rung"
@@ -47,9 +48,21 @@ const (
 // lrMachineNS holds the Machines and BareMetalHosts.
 const lrMachineNS = "machines"
 
-// lrBMCAddress is the node annotation the redfish template reads the BMC's
-// host:port from.
-const lrBMCAddress = "kubemedic.io/bmc-address"
+// lrBMCHost and lrBMCPort are the protected node labels (a kubelet cannot
+// set them) the redfish template reads the BMC's host and port from; a
+// label value cannot hold a colon.
+const (
+	lrBMCHost = policies.ProtectedLabelPrefix + "kubemedic-bmc"
+	lrBMCPort = policies.ProtectedLabelPrefix + "kubemedic-bmc-port"
+)
+
+// lrBMCLabels are the labels that point a node at a stand-in.
+func lrBMCLabels(t *testing.T, url string) map[string]any {
+	t.Helper()
+	host, port, ok := strings.Cut(strings.TrimPrefix(url, "https://"), ":")
+	require.True(t, ok, url)
+	return map[string]any{lrBMCHost: host, lrBMCPort: port}
+}
 
 // lrWait bounds every wait for the remediator in these tests.
 const lrWait = 30 * time.Second
@@ -184,7 +197,18 @@ func lrUncordoned(t *testing.T, env *localcluster.Cluster, node string) {
 
 func lrAnnotateNode(t *testing.T, env *localcluster.Cluster, node string, annotations map[string]any) {
 	t.Helper()
-	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	lrPatchNodeMeta(t, env, node, "annotations", annotations)
+}
+
+// lrLabelNode sets labels on a node.
+func lrLabelNode(t *testing.T, env *localcluster.Cluster, node string, labels map[string]any) {
+	t.Helper()
+	lrPatchNodeMeta(t, env, node, "labels", labels)
+}
+
+func lrPatchNodeMeta(t *testing.T, env *localcluster.Cluster, node, field string, values map[string]any) {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{field: values}})
 	require.NoError(t, err)
 	_, err = env.Clientset.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, data, metav1.PatchOptions{})
 	require.NoError(t, err)
@@ -241,6 +265,14 @@ func lrHost(name string) *unstructured.Unstructured {
 		"bootMACAddress": "00:11:22:33:44:55",
 		"bmc":            map[string]any{"address": "redfish://10.0.0.1/redfish/v1/Systems/1", "credentialsName": name + "-bmc"},
 	})
+}
+
+// lrHostOf is a BareMetalHost that names the node it runs, as an operator
+// sets it for a node that names the host by annotation.
+func lrHostOf(name, node string) *unstructured.Unstructured {
+	h := lrHost(name)
+	h.SetAnnotations(map[string]string{v1alpha1.AnnotationBareMetalHostNode: node})
+	return h
 }
 
 // lrAnnotations reads an object's annotations; nil, false when it is gone.
@@ -422,14 +454,23 @@ func TestLastRungClusterAPI(t *testing.T) {
 func TestLastRungMetal3(t *testing.T) {
 	env := lrCluster(t, true)
 	ctx := context.Background()
-	node := gpuNodes(t, env, "bmh", 1)[0]
-	require.NoError(t, env.Client.Create(ctx, lrHost("host-0")))
+	nodes := gpuNodes(t, env, "bmh", 2)
+	node, claimer := nodes[0], nodes[1]
+	require.NoError(t, env.Client.Create(ctx, lrHostOf("host-0", node)))
 	lrAnnotateNode(t, env, node, map[string]any{v1alpha1.AnnotationBareMetalHost: lrMachineNS + "/host-0"})
+	// Another node claims the same host by its own annotation, which its
+	// kubelet could write: the host does not name it back.
+	lrAnnotateNode(t, env, claimer, map[string]any{v1alpha1.AnnotationBareMetalHost: lrMachineNS + "/host-0"})
 	lrTemplate(t, env, "power-cycle", v1alpha1.NodeOperationTemplateSpec{
 		SuccessCriterion: v1alpha1.SuccessNodeRebooted, Metal3: &v1alpha1.Metal3Action{Mode: "hard"}, Timeout: dur(time.Minute)})
-	createPolicy(t, env, lrPolicy("bmh", "power-cycle", intstr.FromString("100%"), node))
+	createPolicy(t, env, lrPolicy("bmh", "power-cycle", intstr.FromString("100%"), node, claimer))
 	rem := newRemediator(t, env)
 	rem.start()
+	lrFault(t, env, claimer)
+	lrStepOp(t, env, claimer, "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "does not name the node back"))
+	lrQuarantined(t, env, claimer)
+	a, _ := lrAnnotations(t, env, "BareMetalHost", "host-0")
+	require.NotContains(t, a, plan.AnnotationMetal3Reboot, "a claim the host does not confirm asks nothing")
 	lrFault(t, env, node)
 
 	op := lrStepOp(t, env, node, "last-rung", lrAsked(v1alpha1.MachineMetal3, "BareMetalHost "+lrMachineNS+"/host-0", plan.AnnotationMetal3Reboot))
@@ -512,12 +553,12 @@ func TestLastRungRedfish(t *testing.T) {
 	other := redfishtest.New(t, redfishtest.Options{Systems: two, Username: "kubemedic", Password: "another-" + lrPassword})
 	require.NoError(t, env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: opNamespace, Name: "bmc-credentials"},
 		Data: map[string][]byte{"username": []byte("kubemedic"), "password": []byte(lrPassword)}}))
-	lrAnnotateNode(t, env, good, map[string]any{lrBMCAddress: strings.TrimPrefix(bmc.URL, "https://")})
-	lrAnnotateNode(t, env, refused, map[string]any{lrBMCAddress: strings.TrimPrefix(other.URL, "https://")})
+	lrLabelNode(t, env, good, lrBMCLabels(t, bmc.URL))
+	lrLabelNode(t, env, refused, lrBMCLabels(t, other.URL))
 	lrTemplate(t, env, "bmc-reset", v1alpha1.NodeOperationTemplateSpec{
 		SuccessCriterion: v1alpha1.SuccessNodeRebooted, Timeout: dur(time.Minute),
 		Redfish: &v1alpha1.RedfishAction{
-			Address:           `https://{{ index .Annotations "` + lrBMCAddress + `" }}/`,
+			Address:           `https://{{ index .Labels "` + lrBMCHost + `" }}:{{ index .Labels "` + lrBMCPort + `" }}/`,
 			CredentialsSecret: "bmc-credentials", System: "2", ResetType: "ForceRestart", InsecureSkipVerify: true,
 		}})
 	createPolicy(t, env, lrPolicy("bmc", "bmc-reset", intstr.FromString("100%"), good, refused, unknown))
@@ -549,9 +590,11 @@ func TestLastRungRedfish(t *testing.T) {
 	require.NotZero(t, unauthorized)
 	require.Never(t, func() bool { return lrStatusCount(other, 401) != unauthorized }, 2*time.Second, 200*time.Millisecond, "asked again after a 401")
 
-	// A node without the BMC address annotation: no BMC to ask.
+	// A node without the BMC labels: no BMC to ask. An address its own
+	// kubelet could write (an annotation) is not read.
+	lrAnnotateNode(t, env, unknown, map[string]any{"kubemedic.io/bmc-address": strings.TrimPrefix(bmc.URL, "https://")})
 	lrFault(t, env, unknown)
-	lrStepOp(t, env, unknown, "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "bmc-reset", "is the node's BMC label or annotation missing or empty?"))
+	lrStepOp(t, env, unknown, "last-rung", lrFailed(v1alpha1.ReasonMachineNotFound, "bmc-reset", "is the node's BMC label missing or empty?"))
 	lrQuarantined(t, env, unknown)
 
 	// The machine comes back.
@@ -637,7 +680,7 @@ func TestLastRungBudget(t *testing.T) {
 	host := map[string]string{}
 	for i, n := range nodes {
 		host[n] = fmt.Sprintf("host-%d", i)
-		require.NoError(t, env.Client.Create(ctx, lrHost(host[n])))
+		require.NoError(t, env.Client.Create(ctx, lrHostOf(host[n], n)))
 	}
 	// One host is named by the node's annotation, the other by the
 	// providerID CAPM3 writes.
@@ -672,7 +715,9 @@ func TestLastRungBudget(t *testing.T) {
 	require.Equal(t, `{"mode":"hard"}`, a[plan.AnnotationMetal3Reboot], "the default mode")
 	require.Never(t, func() bool {
 		a, _ := lrAnnotations(t, env, "BareMetalHost", host[second])
-		return len(a) != 0 || getNode(t, env, second).Spec.Unschedulable
+		_, rebooted := a[plan.AnnotationMetal3Reboot]
+		_, marked := a[v1alpha1.AnnotationMachineRequestedBy]
+		return rebooted || marked || getNode(t, env, second).Spec.Unschedulable
 	}, 2*time.Second, 200*time.Millisecond, "the waiting node's host is asked or the node cordoned")
 
 	setBootID(t, env, first, "boot-2")
