@@ -3,17 +3,15 @@ package gpu
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 
 	"github.com/kubemedic/kubemedic/detectors/plugin"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
+	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 var busIDs = []string{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0", "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"}
@@ -276,30 +274,4 @@ func TestNameAndUUID(t *testing.T) {
 
 // templateBusRegex is the reset-gpu template's GPU_BUS_ID messageRegex,
 // read from the example templates.
-func templateBusRegex(t *testing.T) *regexp.Regexp {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "policies", "examples", "operation-templates.yaml"))
-	require.NoError(t, err)
-	var found []string
-	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(raw), -1) {
-		var tpl struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Spec struct {
-				Parameters []struct {
-					Name         string `json:"name"`
-					MessageRegex string `json:"messageRegex"`
-				} `json:"parameters"`
-			} `json:"spec"`
-		}
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &tpl))
-		for _, p := range tpl.Spec.Parameters {
-			if tpl.Metadata.Name == "reset-gpu" && p.Name == "GPU_BUS_ID" {
-				found = append(found, p.MessageRegex)
-			}
-		}
-	}
-	require.Len(t, found, 1)
-	return regexp.MustCompile(found[0])
-}
+func templateBusRegex(t *testing.T) *regexp.Regexp { return testsupport.ResetGPUBusRegex(t) }

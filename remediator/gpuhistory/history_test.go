@@ -2,14 +2,12 @@ package gpuhistory
 
 import (
 	"fmt"
-	"os"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kubemedic/kubemedic/test/testsupport"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 )
 
 var (
@@ -35,29 +33,7 @@ func hist(entries ...Entry) History { return History{Version: Version, Entries: 
 // messageRegex from the example templates: GPUFromMessage must name the GPU
 // the reset acts on.
 func TestBusRegexIsTheTemplates(t *testing.T) {
-	raw, err := os.ReadFile("../../policies/examples/operation-templates.yaml")
-	require.NoError(t, err)
-	var found []string
-	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(raw), -1) {
-		var tpl struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Spec struct {
-				Parameters []struct {
-					Name         string `json:"name"`
-					MessageRegex string `json:"messageRegex"`
-				} `json:"parameters"`
-			} `json:"spec"`
-		}
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &tpl))
-		for _, p := range tpl.Spec.Parameters {
-			if tpl.Metadata.Name == "reset-gpu" && p.Name == "GPU_BUS_ID" {
-				found = append(found, p.MessageRegex)
-			}
-		}
-	}
-	require.Equal(t, []string{busRe.String()}, found)
+	require.Equal(t, testsupport.ResetGPUBusRegex(t).String(), busRe.String())
 }
 
 func TestGPUFromMessage(t *testing.T) {

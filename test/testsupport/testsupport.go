@@ -1,6 +1,7 @@
 // Package testsupport holds the small helpers that tests in several packages
 // share: a log sink safe for concurrent writes, the tail of a long output
-// for failure messages, and a poll that waits on real processes. Only tests
+// for failure messages, a poll that waits on real processes, and the
+// reset-gpu template's bus ID regex. Only tests
 // import it; the shipped binaries never do (cmd/kubemedic/cli/deps_test.go).
 //
 // Waiting on the code's own state (a fake clock, a channel) is better than
@@ -11,12 +12,18 @@ package testsupport
 import (
 	"bytes"
 	"context"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/policies"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
 // SyncBuffer is an io.Writer safe for concurrent writes, e.g. a log sink
@@ -67,4 +74,37 @@ func Eventually(tb testing.TB, what string, within, tick time.Duration, cond fun
 		msg += "\n" + describe()
 	}
 	tb.Fatal(msg)
+}
+
+// ResetGPUBusRegex is the reset-gpu template's GPU_BUS_ID messageRegex, as
+// the shipped policies/examples/operation-templates.yaml has it (read
+// through the policy loader, which the CLI and the API server tests use
+// too): the detectors' messages and the remediator's GPU history must name
+// the GPU that template resets.
+func ResetGPUBusRegex(t testing.TB) *regexp.Regexp {
+	t.Helper()
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatalf("find the repository root: %v", err)
+	}
+	docs, problems := policies.LoadFiles(filepath.Join(root, "policies", "examples", "operation-templates.yaml"))
+	if len(problems) > 0 {
+		t.Fatalf("load the example templates: %v", problems)
+	}
+	var found []string
+	for _, d := range docs {
+		tpl, ok := d.Object.(*v1alpha1.NodeOperationTemplate)
+		if !ok || tpl.Name != "reset-gpu" {
+			continue
+		}
+		for _, p := range tpl.Spec.Parameters {
+			if p.Name == "GPU_BUS_ID" {
+				found = append(found, p.MessageRegex)
+			}
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one GPU_BUS_ID parameter of template reset-gpu in the examples, found %d", len(found))
+	}
+	return regexp.MustCompile(found[0])
 }
