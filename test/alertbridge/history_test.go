@@ -112,7 +112,10 @@ func TestQuarantineIssueListsNodeOperations(t *testing.T) {
 	step("gpu-lost.gpu-7.c", "gpu-lost", "reset-gpu", "reset-gpu", false, v1alpha1.NodeOperationStatus{Phase: v1alpha1.PhaseFailed,
 		Message: "DrainFailed: pod train/db-0 not evicted: PodDisruptionBudget train/db allows 0 disruptions", StartTime: at(-50), CompletionTime: at(-40)})
 	step("gpu-lost.gpu-7.b", "gpu-lost", "reboot", "reboot", false, v1alpha1.NodeOperationStatus{Phase: v1alpha1.PhaseFailed,
-		Message: "RecoveryTimeout: GPULost still True 10m0s after the reboot", StartTime: at(-39), CompletionTime: at(-20)})
+		Message: "RecoveryTimeout: GPULost still True 10m0s after the reboot", StartTime: at(-39), CompletionTime: at(-20),
+		GPU:            &v1alpha1.GPUTarget{UUID: "GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b", BusID: "0000:3b:00.0"},
+		Exclusion:      &v1alpha1.Exclusion{Method: v1alpha1.ExclusionCordon, Message: "cordoned the node: the operation acts on the whole node"},
+		MachineRequest: &v1alpha1.MachineRequest{Kind: v1alpha1.MachineRedfish, Target: "https://10.0.0.5/redfish/v1/Systems/1", Action: "ComputerSystem.Reset ResetType=PowerCycle", Time: *at(-38)}})
 	step("gpu-lost.gpu-7.a", "gpu-lost", "", "", true, v1alpha1.NodeOperationStatus{Phase: v1alpha1.PhaseSucceeded,
 		Message: "Quarantined: the ladder of policy gpu-lost ran out", StartTime: at(-19), CompletionTime: at(-19)})
 	other := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "gpu-lost.gpu-9.a"},
@@ -131,9 +134,9 @@ func TestQuarantineIssueListsNodeOperations(t *testing.T) {
 		require.Contains(t, body, "3 NodeOperations.")
 		var idx []int
 		for _, want := range []string{
-			"| `gpu-lost.gpu-7.c` | gpu-lost | reset-gpu | reset-gpu | Failed |",
-			"| `gpu-lost.gpu-7.b` | gpu-lost | reboot | reboot | Failed |",
-			"| `gpu-lost.gpu-7.a` | gpu-lost | — | quarantine | Succeeded |",
+			"| `gpu-lost.gpu-7.c` | gpu-lost | reset-gpu | reset-gpu | — | Failed |",
+			"| `gpu-lost.gpu-7.b` | gpu-lost | reboot | reboot | GPU `GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b` at bus `0000:3b:00.0`<br>Exclusion: Cordon — cordoned the node: the operation acts on the whole node<br>Machine request: Redfish to `https://10.0.0.5/redfish/v1/Systems/1`: ComputerSystem.Reset ResetType=PowerCycle, at ",
+			"| `gpu-lost.gpu-7.a` | gpu-lost | — | quarantine | — | Succeeded |",
 		} {
 			i := strings.Index(body, want)
 			require.GreaterOrEqual(t, i, 0, "%q in\n%s", want, body)
