@@ -57,6 +57,70 @@ type Device struct {
 	// RemappedUncorrectable is the number of rows remapped for
 	// uncorrectable errors.
 	RemappedUncorrectable Count
+
+	// The driver's own verdict (issue 19). Known is false when the signal
+	// was not read: its name is then in Unsupported when the GPU or the
+	// driver does not support it (not a fault, and not Unknown), else
+	// ReadErr says why it could not be read.
+
+	// RecoveryAction is the driver's recommended action: NVML field
+	// FI_DEV_GET_GPU_RECOVERY_ACTION (230), DCGM_FI_DEV_GPU_RECOVERY_ACTION,
+	// nvidia-smi --query-gpu=gpu_recovery_action.
+	RecoveryAction Recovery
+	// UnrepairableMemory: GetUnrepairableMemoryFlag_v1 (Hopper+),
+	// DCGM_FI_DEV_MEMORY_UNREPAIRABLE (1507).
+	UnrepairableMemory Flag
+	// SRAMThresholdExceeded: GetSramEccErrorStatus().BThresholdExceeded,
+	// DCGM_FI_DEV_SRAM_EXCEEDED (346), nvidia-smi
+	// ecc.errors.uncorrected.aggregate.sram.thresholdExceeded.
+	SRAMThresholdExceeded Flag
+	// ChannelRepairPending and TPCRepairPending: GetRepairStatus() (NVML
+	// 580+).
+	ChannelRepairPending Flag
+	TPCRepairPending     Flag
+	// BanksWithoutSpareRows is the row remapper histogram's None bucket:
+	// banks with no spare row left (GetRowRemapperHistogram, DCGM fields
+	// 385-389, nvidia-smi -q "Remapping Histogram"). Not a fault; recorded.
+	BanksWithoutSpareRows Count
+	// Unsupported names the signals this GPU or driver does not support,
+	// e.g. "recovery action", "unrepairable memory"; logged once with
+	// --verbose.
+	Unsupported []string
+}
+
+// RecoveryAction is what the driver asks for the GPU, in NVML's numbering
+// (nvmlDeviceGpuRecoveryAction_t).
+type RecoveryAction int
+
+// The driver's recovery actions.
+const (
+	RecoveryNone          RecoveryAction = 0
+	RecoveryGPUReset      RecoveryAction = 1
+	RecoveryNodeReboot    RecoveryAction = 2
+	RecoveryDrainP2P      RecoveryAction = 3
+	RecoveryDrainAndReset RecoveryAction = 4
+)
+
+func (a RecoveryAction) String() string {
+	switch a {
+	case RecoveryNone:
+		return "None"
+	case RecoveryGPUReset:
+		return "GPU reset"
+	case RecoveryNodeReboot:
+		return "node reboot"
+	case RecoveryDrainP2P:
+		return "drain P2P"
+	case RecoveryDrainAndReset:
+		return "drain and reset"
+	}
+	return "unknown action " + strconv.Itoa(int(a))
+}
+
+// Recovery is the driver's recommended action, when it was read.
+type Recovery struct {
+	Action RecoveryAction
+	Known  bool
 }
 
 // Usable is a device the node can use: not lost, handle obtained.
