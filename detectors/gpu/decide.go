@@ -109,12 +109,29 @@ var memoryRules = []memoryRule{
 		func(bus string, th Thresholds) string {
 			return fmt.Sprintf("%d+ retired pages on %s; replace GPU", th.RetiredPages, bus)
 		}},
+	// The driver's own verdict (issue 19): both isolate the GPU in DCGM's
+	// terms (DCGM_FR_FAULTY_MEMORY, DCGM_FR_SRAM_THRESHOLD), which leads
+	// to field diagnostics and an RMA.
+	{reason.UnrepairableMemory,
+		func(d Device, _ Thresholds) bool { return d.UnrepairableMemory.Known && d.UnrepairableMemory.Value },
+		func(bus string, _ Thresholds) string { return "memory unrepairable on " + bus + "; replace GPU" }},
+	{reason.SRAMThresholdExceeded,
+		func(d Device, _ Thresholds) bool { return d.SRAMThresholdExceeded.Known && d.SRAMThresholdExceeded.Value },
+		func(bus string, _ Thresholds) string { return "SRAM error threshold exceeded on " + bus + "; replace GPU" }},
 	{reason.RowRemapPending,
 		func(d Device, _ Thresholds) bool { return d.RowRemapPending.Known && d.RowRemapPending.Value },
 		func(bus string, _ Thresholds) string { return "row remap pending on " + bus + "; reset GPU" }},
 	{reason.RetiredPagesPending,
 		func(d Device, _ Thresholds) bool { return d.RetiredPagesPending.Known && d.RetiredPagesPending.Value },
 		func(bus string, _ Thresholds) string { return "retired pages pending on " + bus + "; reset GPU" }},
+	// NVIDIA documents no action for a pending channel or TPC repair
+	// (nvmlDeviceGetRepairStatus); like a pending row remap it is taken as
+	// applied by a reset, and the reset ladder reboots when it is not.
+	{reason.RepairPending,
+		func(d Device, _ Thresholds) bool {
+			return (d.ChannelRepairPending.Known && d.ChannelRepairPending.Value) || (d.TPCRepairPending.Known && d.TPCRepairPending.Value)
+		},
+		func(bus string, _ Thresholds) string { return "channel or TPC repair pending on " + bus + "; reset GPU" }},
 	{reason.VolatileDBE,
 		func(d Device, th Thresholds) bool {
 			return th.DBE > 0 && d.VolatileDBE.Known && d.VolatileDBE.Value >= th.DBE

@@ -160,6 +160,32 @@ func TestDecideMemory(t *testing.T) {
 			want: plugin.OK("8 GPUs without memory faults (nvml)")},
 		{desc: "retired pages pending", devs: healthy(8, set(1, func(d *Device) { d.RetiredPagesPending = Flag{true, true} })), th: th,
 			want: plugin.NonOK(v1alpha1.ReasonRetiredPagesPending, "retired pages pending on 0000:2a:00.0 (GPU-d23f0824-128b-2f33-0c5c-7fd0a6a3a450); reset GPU")},
+		// The driver's own verdict (issue 19).
+		{desc: "unrepairable memory replaces, even with every counter at 0", devs: healthy(8, set(5, func(d *Device) { d.UnrepairableMemory = Flag{true, true} })), th: th,
+			want: plugin.NonOK(v1alpha1.ReasonUnrepairableMemory, "memory unrepairable on 0000:ab:00.0 (GPU-8d116ece-1738-f7d9-3d9c-172411e20b8f); replace GPU")},
+		{desc: "SRAM threshold replaces", devs: healthy(8, set(5, func(d *Device) { d.SRAMThresholdExceeded = Flag{true, true} })), th: th,
+			want: plugin.NonOK(v1alpha1.ReasonSRAMThresholdExceeded, "SRAM error threshold exceeded on 0000:ab:00.0 (GPU-8d116ece-1738-f7d9-3d9c-172411e20b8f); replace GPU")},
+		{desc: "a remap failure is reported before the driver's unrepairable flag", devs: healthy(8,
+			set(5, func(d *Device) { d.UnrepairableMemory = Flag{true, true} }), set(1, func(d *Device) { d.RowRemapFailed = Flag{true, true} })), th: th,
+			want: plugin.NonOK(v1alpha1.ReasonRowRemapFailed, "row remap failed on 0000:2a:00.0 (GPU-d23f0824-128b-2f33-0c5c-7fd0a6a3a450); replace GPU")},
+		{desc: "a replace reason beats a pending repair", devs: healthy(8,
+			set(1, func(d *Device) { d.ChannelRepairPending = Flag{true, true} }), set(5, func(d *Device) { d.SRAMThresholdExceeded = Flag{true, true} })), th: th,
+			want: plugin.NonOK(v1alpha1.ReasonSRAMThresholdExceeded, "SRAM error threshold exceeded on 0000:ab:00.0 (GPU-8d116ece-1738-f7d9-3d9c-172411e20b8f); replace GPU")},
+		{desc: "channel repair pending resets", devs: healthy(8, set(1, func(d *Device) { d.ChannelRepairPending = Flag{true, true} })), th: th,
+			want: plugin.NonOK(v1alpha1.ReasonRepairPending, "channel or TPC repair pending on 0000:2a:00.0 (GPU-d23f0824-128b-2f33-0c5c-7fd0a6a3a450); reset GPU")},
+		{desc: "TPC repair pending resets", devs: healthy(8, set(1, func(d *Device) { d.TPCRepairPending = Flag{true, true} })), th: th,
+			want: plugin.NonOK(v1alpha1.ReasonRepairPending, "channel or TPC repair pending on 0000:2a:00.0 (GPU-d23f0824-128b-2f33-0c5c-7fd0a6a3a450); reset GPU")},
+		{desc: "a row remap pending is reported before a pending repair", devs: healthy(8,
+			set(1, func(d *Device) { d.TPCRepairPending = Flag{true, true} }), set(5, func(d *Device) { d.RowRemapPending = Flag{true, true} })), th: th,
+			want: plugin.NonOK(v1alpha1.ReasonRowRemapPending, "row remap pending on 0000:ab:00.0 (GPU-8d116ece-1738-f7d9-3d9c-172411e20b8f); reset GPU")},
+		{desc: "signals a GPU does not support are not faults", devs: healthy(8, set(1, func(d *Device) {
+			d.UnrepairableMemory, d.SRAMThresholdExceeded, d.ChannelRepairPending = Flag{true, false}, Flag{true, false}, Flag{true, false}
+			d.Unsupported = []string{"unrepairable memory", "SRAM threshold", "repair status"}
+		})), th: th, want: plugin.OK("8 GPUs without memory faults (nvml)")},
+		{desc: "banks without spare rows are not a fault", devs: healthy(8, set(1, func(d *Device) { d.BanksWithoutSpareRows = Count{3, true} })), th: th,
+			want: plugin.OK("8 GPUs without memory faults (nvml)")},
+		{desc: "a supported signal that cannot be read is Unknown", devs: healthy(8, set(2, func(d *Device) { d.ReadErr = "repair status: ERROR_UNKNOWN" })), th: th,
+			want: plugin.Unknown("cannot read 0000:3a:00.0: repair status: ERROR_UNKNOWN")},
 		{desc: "lost GPU is Unknown", devs: healthy(8, set(2, func(d *Device) { d.Lost, d.Err = true, "GPU is lost" })), th: th,
 			want: plugin.Unknown("cannot read 0000:3a:00.0: GPU is lost")},
 		{desc: "unreadable counters are Unknown", devs: healthy(8, set(2, func(d *Device) { d.ReadErr = "volatile ECC: ERROR_UNKNOWN" }), set(3, func(d *Device) { d.Err = "x" })), th: th,
@@ -213,6 +239,9 @@ func TestMessagesFit(t *testing.T) {
 		all(func(d *Device) { d.RowRemapPending = Flag{true, true} }),
 		all(func(d *Device) { d.RetiredPagesPending = Flag{true, true} }),
 		all(func(d *Device) { d.VolatileDBE = Count{9, true} }),
+		all(func(d *Device) { d.UnrepairableMemory = Flag{true, true} }),
+		all(func(d *Device) { d.SRAMThresholdExceeded = Flag{true, true} }),
+		all(func(d *Device) { d.TPCRepairPending = Flag{true, true} }),
 	} {
 		r := DecideMemory("nvml", devs, th)
 		t.Run(r.Reason, func(t *testing.T) { check(t, r) })

@@ -19,14 +19,17 @@ const (
 	XidRebootRequired = "XidRebootRequired"
 )
 
-// GPUMemoryUnhealthy: the first three are fixed by a GPU reset, the last
-// two by replacing the GPU.
+// GPUMemoryUnhealthy: the first four are fixed by a GPU reset, the last
+// four by replacing the GPU.
 const (
-	RowRemapPending     = "RowRemapPending"
-	RetiredPagesPending = "RetiredPagesPending"
-	VolatileDBE         = "VolatileDBE"
-	RowRemapFailed      = "RowRemapFailed"
-	RetiredPageLimit    = "RetiredPageLimit"
+	RowRemapPending       = "RowRemapPending"
+	RetiredPagesPending   = "RetiredPagesPending"
+	VolatileDBE           = "VolatileDBE"
+	RepairPending         = "RepairPending"
+	RowRemapFailed        = "RowRemapFailed"
+	RetiredPageLimit      = "RetiredPageLimit"
+	UnrepairableMemory    = "UnrepairableMemory"
+	SRAMThresholdExceeded = "SRAMThresholdExceeded"
 )
 
 // PodProcessesStuck.

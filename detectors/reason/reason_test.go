@@ -13,9 +13,10 @@ import (
 // condition's reasons, in order, and no condition more or less.
 func TestSameAsAPI(t *testing.T) {
 	ours := map[string][]string{
-		v1alpha1.ConditionGPULost:              {reason.GPUFellOffBus, reason.GPUCountMismatch},
-		v1alpha1.ConditionGPUXidError:          {reason.XidResetRequired, reason.XidRebootRequired},
-		v1alpha1.ConditionGPUMemoryUnhealthy:   {reason.RowRemapPending, reason.RetiredPagesPending, reason.VolatileDBE, reason.RowRemapFailed, reason.RetiredPageLimit},
+		v1alpha1.ConditionGPULost:     {reason.GPUFellOffBus, reason.GPUCountMismatch},
+		v1alpha1.ConditionGPUXidError: {reason.XidResetRequired, reason.XidRebootRequired},
+		v1alpha1.ConditionGPUMemoryUnhealthy: {reason.RowRemapPending, reason.RetiredPagesPending, reason.VolatileDBE, reason.RepairPending,
+			reason.RowRemapFailed, reason.RetiredPageLimit, reason.UnrepairableMemory, reason.SRAMThresholdExceeded},
 		v1alpha1.ConditionPodProcessesStuck:    {reason.DStateOrphans},
 		v1alpha1.ConditionNFSMountUnhealthy:    {reason.MountMissing, reason.MountHung, reason.ServerUnreachable},
 		v1alpha1.ConditionNetworkInterfaceDown: {reason.LinkDown, reason.NoAddress},
@@ -32,6 +33,9 @@ func TestSameAsAPI(t *testing.T) {
 		{reason.VolatileDBE, v1alpha1.ReasonVolatileDBE},
 		{reason.RowRemapFailed, v1alpha1.ReasonRowRemapFailed},
 		{reason.RetiredPageLimit, v1alpha1.ReasonRetiredPageLimit},
+		{reason.RepairPending, v1alpha1.ReasonRepairPending},
+		{reason.UnrepairableMemory, v1alpha1.ReasonUnrepairableMemory},
+		{reason.SRAMThresholdExceeded, v1alpha1.ReasonSRAMThresholdExceeded},
 		{reason.DStateOrphans, v1alpha1.ReasonDStateOrphans},
 		{reason.MountMissing, v1alpha1.ReasonMountMissing},
 		{reason.MountHung, v1alpha1.ReasonMountHung},

@@ -38,6 +38,20 @@ const (
 	ReasonRowRemapFailed = "RowRemapFailed"
 	// GPUMemoryUnhealthy, replace the GPU: too many retired pages.
 	ReasonRetiredPageLimit = "RetiredPageLimit"
+	// GPUMemoryUnhealthy, replace the GPU: the driver flags its memory
+	// unrepairable (NVML GetUnrepairableMemoryFlag_v1; DCGM calls it
+	// DCGM_FR_FAULTY_MEMORY, severity isolate: field diagnostics, RMA).
+	ReasonUnrepairableMemory = "UnrepairableMemory"
+	// GPUMemoryUnhealthy, replace the GPU: an SRAM bank crossed NVIDIA's
+	// uncorrectable-error threshold (DCGM_FR_SRAM_THRESHOLD, severity
+	// isolate).
+	ReasonSRAMThresholdExceeded = "SRAMThresholdExceeded"
+	// GPUMemoryUnhealthy, fixed by a GPU reset: a channel or TPC repair
+	// waits to be applied (NVML GetRepairStatus). NVIDIA's documentation
+	// names no action for it; kubemedic treats it like a pending row remap,
+	// which a reset applies, and the reset ladder reboots when the reset
+	// does not clear it.
+	ReasonRepairPending = "RepairPending"
 
 	// PodProcessesStuck: processes of deleted pods stuck in state D.
 	ReasonDStateOrphans = "DStateOrphans"
@@ -58,9 +72,10 @@ const (
 // ConditionReasons lists, per detector condition type, the reasons the
 // detectors report.
 var ConditionReasons = map[string][]string{
-	ConditionGPULost:              {ReasonGPUFellOffBus, ReasonGPUCountMismatch},
-	ConditionGPUXidError:          {ReasonXidResetRequired, ReasonXidRebootRequired},
-	ConditionGPUMemoryUnhealthy:   {ReasonRowRemapPending, ReasonRetiredPagesPending, ReasonVolatileDBE, ReasonRowRemapFailed, ReasonRetiredPageLimit},
+	ConditionGPULost:     {ReasonGPUFellOffBus, ReasonGPUCountMismatch},
+	ConditionGPUXidError: {ReasonXidResetRequired, ReasonXidRebootRequired},
+	ConditionGPUMemoryUnhealthy: {ReasonRowRemapPending, ReasonRetiredPagesPending, ReasonVolatileDBE, ReasonRepairPending,
+		ReasonRowRemapFailed, ReasonRetiredPageLimit, ReasonUnrepairableMemory, ReasonSRAMThresholdExceeded},
 	ConditionPodProcessesStuck:    {ReasonDStateOrphans},
 	ConditionNFSMountUnhealthy:    {ReasonMountMissing, ReasonMountHung, ReasonServerUnreachable},
 	ConditionNetworkInterfaceDown: {ReasonLinkDown, ReasonNoAddress},
