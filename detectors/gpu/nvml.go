@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -44,17 +45,23 @@ func (b *NVML) devices(ctx context.Context, memory bool) ([]Device, error) {
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("nvml: device count: %v", ret)
 	}
+	var v *verdictReader
+	if memory {
+		v = newVerdictReader(b.Lib)
+	}
 	devs := make([]Device, 0, n)
 	for i := 0; i < n; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("nvml: %w", err)
 		}
-		devs = append(devs, nvmlDevice(b.Lib, i, memory))
+		devs = append(devs, nvmlDevice(b.Lib, i, v))
 	}
 	return devs, nil
 }
 
-func nvmlDevice(lib nvml.Interface, i int, memory bool) Device {
+// nvmlDevice reads device i; v is nil when the memory counters are not
+// wanted.
+func nvmlDevice(lib nvml.Interface, i int, v *verdictReader) Device {
 	d := Device{Index: i}
 	h, ret := lib.DeviceGetHandleByIndex(i)
 	if ret != nvml.SUCCESS {
@@ -76,7 +83,7 @@ func nvmlDevice(lib nvml.Interface, i int, memory bool) Device {
 	if uuid, ret := h.GetUUID(); ret == nvml.SUCCESS {
 		d.UUID = uuid
 	}
-	if !memory {
+	if v == nil {
 		return d
 	}
 
@@ -112,8 +119,147 @@ func nvmlDevice(lib nvml.Interface, i int, memory bool) Device {
 		d.RowRemapFailed = Flag{Value: failed, Known: true}
 		d.RemappedUncorrectable = Count{Value: uint64(unc), Known: true}
 	}
+	if !d.Lost {
+		readErrs = v.read(h, &d, readErrs)
+	}
 	d.ReadErr = strings.Join(readErrs, "; ")
 	return d
+}
+
+// The driver's verdict signals' names, as Device.Unsupported and ReadErr
+// give them; the DCGM backend uses the same names.
+const (
+	signalRecoveryAction     = "recovery action"
+	signalUnrepairableMemory = "unrepairable memory"
+	signalSRAMThreshold      = "SRAM threshold"
+	signalRepairStatus       = "repair status"
+	signalRowRemapHistogram  = "row remapper histogram"
+)
+
+// verdictReader reads the driver's own verdict on a GPU (issue 19): the
+// recovery action, unrepairable memory, SRAM threshold, channel/TPC
+// repair pending and the row remapper histogram. One is made per run,
+// after Init, and reused for every GPU, so a run pays for the symbol
+// look-ups and the field value buffer once.
+type verdictReader struct {
+	// has* say whether the installed libnvidia-ml exports the call.
+	// go-nvml binds its C calls lazily (dlopen RTLD_LAZY) and does not
+	// check for a symbol: calling one the library lacks is a dynamic
+	// linker "undefined symbol" error that kills the process, not
+	// ERROR_FUNCTION_NOT_FOUND (go-nvlib guards its newer calls the same
+	// way, NVIDIA/go-nvlib#87). A missing symbol is an old driver: the
+	// signal is unsupported.
+	hasUnrepairable, hasSRAM, hasRepair, hasHistogram bool
+	// field is GetFieldValues' one-value buffer; reset for each GPU.
+	field []nvml.FieldValue
+}
+
+// The calls that older drivers' libnvidia-ml lacks (NODE-FACTS: repair
+// status is NVML 580+, the SRAM status NVML 535+). nvmlDeviceGetFieldValues
+// is far older and is not looked up: a field an old driver does not know
+// comes back in the field's own nvmlReturn.
+const (
+	symUnrepairable = "nvmlDeviceGetUnrepairableMemoryFlag_v1"
+	symSRAM         = "nvmlDeviceGetSramEccErrorStatus"
+	symRepair       = "nvmlDeviceGetRepairStatus"
+	symHistogram    = "nvmlDeviceGetRowRemapperHistogram"
+)
+
+func newVerdictReader(lib nvml.Interface) *verdictReader {
+	ext := lib.Extensions()
+	has := func(sym string) bool { return ext.LookupSymbol(sym) == nil }
+	return &verdictReader{
+		hasUnrepairable: has(symUnrepairable),
+		hasSRAM:         has(symSRAM),
+		hasRepair:       has(symRepair),
+		hasHistogram:    has(symHistogram),
+		field:           make([]nvml.FieldValue, 1),
+	}
+}
+
+// read fills d's verdict fields and returns readErrs with the signals
+// that failed to read appended. For each signal: SUCCESS is Known;
+// ERROR_NOT_SUPPORTED, ERROR_FUNCTION_NOT_FOUND or a symbol the library
+// lacks puts the signal's name in d.Unsupported; ERROR_GPU_IS_LOST marks
+// the device lost, as the counters above do; any other return is a read
+// error naming the signal.
+func (v *verdictReader) read(h nvml.Device, d *Device, readErrs []string) []string {
+	// ok sorts one return. The device's first lost return is kept in Err.
+	ok := func(what string, ret nvml.Return) bool {
+		switch ret {
+		case nvml.SUCCESS:
+			return true
+		case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_FUNCTION_NOT_FOUND:
+			d.Unsupported = append(d.Unsupported, what)
+		case nvml.ERROR_GPU_IS_LOST:
+			if !d.Lost {
+				d.Lost, d.Err = true, fmt.Sprintf("%s: %v", what, ret)
+			}
+		default:
+			readErrs = append(readErrs, fmt.Sprintf("%s: %v", what, ret))
+		}
+		return false
+	}
+
+	// The recovery action is a field value: one GetFieldValues call, whose
+	// own return covers the call and the field's nvmlReturn the value.
+	v.field[0] = nvml.FieldValue{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}
+	if ok(signalRecoveryAction, h.GetFieldValues(v.field)) && ok(signalRecoveryAction, nvml.Return(v.field[0].NvmlReturn)) {
+		if a, good := fieldUint(v.field[0]); good {
+			d.RecoveryAction = Recovery{Action: RecoveryAction(a), Known: true}
+		} else {
+			readErrs = append(readErrs, fmt.Sprintf("%s: value type %d", signalRecoveryAction, v.field[0].ValueType))
+		}
+	}
+
+	if !v.hasUnrepairable {
+		ok(signalUnrepairableMemory, nvml.ERROR_FUNCTION_NOT_FOUND)
+	} else if s, ret := h.GetUnrepairableMemoryFlag_v1(); ok(signalUnrepairableMemory, ret) {
+		d.UnrepairableMemory = Flag{Value: s.BUnrepairableMemory != 0, Known: true}
+	}
+
+	if !v.hasSRAM {
+		ok(signalSRAMThreshold, nvml.ERROR_FUNCTION_NOT_FOUND)
+	} else if s, ret := h.GetSramEccErrorStatus(); ok(signalSRAMThreshold, ret) {
+		d.SRAMThresholdExceeded = Flag{Value: s.BThresholdExceeded != 0, Known: true}
+	}
+
+	if !v.hasRepair {
+		ok(signalRepairStatus, nvml.ERROR_FUNCTION_NOT_FOUND)
+	} else if s, ret := h.GetRepairStatus(); ok(signalRepairStatus, ret) {
+		d.ChannelRepairPending = Flag{Value: s.BChannelRepairPending != 0, Known: true}
+		d.TPCRepairPending = Flag{Value: s.BTpcRepairPending != 0, Known: true}
+	}
+
+	if !v.hasHistogram {
+		ok(signalRowRemapHistogram, nvml.ERROR_FUNCTION_NOT_FOUND)
+	} else if s, ret := h.GetRowRemapperHistogram(); ok(signalRowRemapHistogram, ret) {
+		d.BanksWithoutSpareRows = Count{Value: uint64(s.None), Known: true}
+	}
+	return readErrs
+}
+
+// fieldUint is an NVML field value as an unsigned integer; ok is false
+// for a floating point, negative or unknown value type.
+func fieldUint(f nvml.FieldValue) (uint64, bool) {
+	b := f.Value[:]
+	switch nvml.ValueType(f.ValueType) {
+	case nvml.VALUE_TYPE_UNSIGNED_INT:
+		return uint64(binary.NativeEndian.Uint32(b)), true
+	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG:
+		return binary.NativeEndian.Uint64(b), true
+	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
+		return uint64(binary.NativeEndian.Uint16(b)), true
+	case nvml.VALUE_TYPE_SIGNED_INT:
+		if n := int32(binary.NativeEndian.Uint32(b)); n >= 0 {
+			return uint64(n), true
+		}
+	case nvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		if n := int64(binary.NativeEndian.Uint64(b)); n >= 0 {
+			return uint64(n), true
+		}
+	}
+	return 0, false
 }
 
 // pciBusID is the normalised bus ID from NVML's PCI info: the BusId string,
