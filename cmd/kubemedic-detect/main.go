@@ -22,6 +22,7 @@ func commands() []*plugin.Command {
 	return []*plugin.Command{
 		gpu.Command(),
 		gpu.MemoryCommand(),
+		gpu.RecoveryCommand(),
 		xid.Command(),
 		dstate.Command(),
 		nfs.Command(),

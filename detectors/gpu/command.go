@@ -176,5 +176,6 @@ func checkMemory(ctx context.Context, env *plugin.Env, bs []Backend, th Threshol
 	if err != nil {
 		return plugin.Unknown("gpu-memory: %v", err)
 	}
+	logUnsupported(env, devs)
 	return DecideMemory(name, devs, th)
 }

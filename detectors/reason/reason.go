@@ -32,6 +32,14 @@ const (
 	SRAMThresholdExceeded = "SRAMThresholdExceeded"
 )
 
+// GPURecoveryRequired: the driver's recovery action.
+const (
+	ResetRequired  = "ResetRequired"
+	RebootRequired = "RebootRequired"
+	DrainP2P       = "DrainP2P"
+	DrainAndReset  = "DrainAndReset"
+)
+
 // PodProcessesStuck.
 const DStateOrphans = "DStateOrphans"
 

@@ -20,6 +20,7 @@ func TestSameAsAPI(t *testing.T) {
 		v1alpha1.ConditionPodProcessesStuck:    {reason.DStateOrphans},
 		v1alpha1.ConditionNFSMountUnhealthy:    {reason.MountMissing, reason.MountHung, reason.ServerUnreachable},
 		v1alpha1.ConditionNetworkInterfaceDown: {reason.LinkDown, reason.NoAddress},
+		v1alpha1.ConditionGPURecoveryRequired:  {reason.ResetRequired, reason.RebootRequired, reason.DrainP2P, reason.DrainAndReset},
 	}
 	require.Equal(t, v1alpha1.ConditionReasons, ours)
 
@@ -36,6 +37,10 @@ func TestSameAsAPI(t *testing.T) {
 		{reason.RepairPending, v1alpha1.ReasonRepairPending},
 		{reason.UnrepairableMemory, v1alpha1.ReasonUnrepairableMemory},
 		{reason.SRAMThresholdExceeded, v1alpha1.ReasonSRAMThresholdExceeded},
+		{reason.ResetRequired, v1alpha1.ReasonResetRequired},
+		{reason.RebootRequired, v1alpha1.ReasonRebootRequired},
+		{reason.DrainP2P, v1alpha1.ReasonDrainP2P},
+		{reason.DrainAndReset, v1alpha1.ReasonDrainAndReset},
 		{reason.DStateOrphans, v1alpha1.ReasonDStateOrphans},
 		{reason.MountMissing, v1alpha1.ReasonMountMissing},
 		{reason.MountHung, v1alpha1.ReasonMountHung},

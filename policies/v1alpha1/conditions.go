@@ -12,6 +12,7 @@ const (
 	ConditionPodProcessesStuck    = "PodProcessesStuck"
 	ConditionNFSMountUnhealthy    = "NFSMountUnhealthy"
 	ConditionNetworkInterfaceDown = "NetworkInterfaceDown"
+	ConditionGPURecoveryRequired  = "GPURecoveryRequired"
 )
 
 // Reasons of the detectors' conditions.
@@ -53,6 +54,21 @@ const (
 	// does not clear it.
 	ReasonRepairPending = "RepairPending"
 
+	// GPURecoveryRequired: the driver's own recovery action for a GPU
+	// (NVML field 230, DCGM_FI_DEV_GPU_RECOVERY_ACTION, nvidia-smi
+	// gpu_recovery_action) is not None. The driver logs Xid 154 when it
+	// changes; a GSP fault can ask for a reset with every ECC counter 0.
+	// The driver asks for a GPU reset.
+	ReasonResetRequired = "ResetRequired"
+	// GPURecoveryRequired: the driver asks for a node reboot.
+	ReasonRebootRequired = "RebootRequired"
+	// GPURecoveryRequired: the driver asks to drain peer-to-peer traffic
+	// (stop the GPU's P2P users, then reset).
+	ReasonDrainP2P = "DrainP2P"
+	// GPURecoveryRequired: the driver asks to drain the GPU's work, then
+	// reset it.
+	ReasonDrainAndReset = "DrainAndReset"
+
 	// PodProcessesStuck: processes of deleted pods stuck in state D.
 	ReasonDStateOrphans = "DStateOrphans"
 
@@ -79,6 +95,7 @@ var ConditionReasons = map[string][]string{
 	ConditionPodProcessesStuck:    {ReasonDStateOrphans},
 	ConditionNFSMountUnhealthy:    {ReasonMountMissing, ReasonMountHung, ReasonServerUnreachable},
 	ConditionNetworkInterfaceDown: {ReasonLinkDown, ReasonNoAddress},
+	ConditionGPURecoveryRequired:  {ReasonResetRequired, ReasonRebootRequired, ReasonDrainP2P, ReasonDrainAndReset},
 }
 
 // DetectReason is the reason node-problem-detector writes for every
