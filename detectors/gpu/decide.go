@@ -116,8 +116,12 @@ var memoryRules = []memoryRule{
 		func(d Device, _ Thresholds) bool { return d.UnrepairableMemory.Known && d.UnrepairableMemory.Value },
 		func(bus string, _ Thresholds) string { return "memory unrepairable on " + bus + "; replace GPU" }},
 	{reason.SRAMThresholdExceeded,
-		func(d Device, _ Thresholds) bool { return d.SRAMThresholdExceeded.Known && d.SRAMThresholdExceeded.Value },
-		func(bus string, _ Thresholds) string { return "SRAM error threshold exceeded on " + bus + "; replace GPU" }},
+		func(d Device, _ Thresholds) bool {
+			return d.SRAMThresholdExceeded.Known && d.SRAMThresholdExceeded.Value
+		},
+		func(bus string, _ Thresholds) string {
+			return "SRAM error threshold exceeded on " + bus + "; replace GPU"
+		}},
 	{reason.RowRemapPending,
 		func(d Device, _ Thresholds) bool { return d.RowRemapPending.Known && d.RowRemapPending.Value },
 		func(bus string, _ Thresholds) string { return "row remap pending on " + bus + "; reset GPU" }},
@@ -131,7 +135,9 @@ var memoryRules = []memoryRule{
 		func(d Device, _ Thresholds) bool {
 			return (d.ChannelRepairPending.Known && d.ChannelRepairPending.Value) || (d.TPCRepairPending.Known && d.TPCRepairPending.Value)
 		},
-		func(bus string, _ Thresholds) string { return "channel or TPC repair pending on " + bus + "; reset GPU" }},
+		func(bus string, _ Thresholds) string {
+			return "channel or TPC repair pending on " + bus + "; reset GPU"
+		}},
 	{reason.VolatileDBE,
 		func(d Device, th Thresholds) bool {
 			return th.DBE > 0 && d.VolatileDBE.Known && d.VolatileDBE.Value >= th.DBE

@@ -65,11 +65,40 @@ func Verify(op *v1alpha1.NodeOperation, n *corev1.Node, now time.Time) Verificat
 		}
 		passed = append(passed, fmt.Sprintf("%s=%s for %s", c.Type, c.Status, healthyFor))
 	}
+	if msg := driverAsks(op, n); msg != "" {
+		return Verification{Message: msg}
+	}
 	if msg := gpusShort(n); msg != "" {
 		return Verification{Message: msg}
 	}
 	passed = append(passed, "GPUs fully allocatable")
 	return Verification{OK: true, Message: "node Ready, " + strings.Join(passed, ", ")}
+}
+
+// gpuConditions are the detector conditions about a GPU: an operation they
+// trigger has repaired a GPU, which the driver must agree with.
+var gpuConditions = map[string]bool{
+	v1alpha1.ConditionGPULost: true, v1alpha1.ConditionGPUXidError: true,
+	v1alpha1.ConditionGPUMemoryUnhealthy: true, v1alpha1.ConditionGPURecoveryRequired: true,
+}
+
+// driverAsks says why a GPU repair is not verified while the driver still
+// asks for a recovery action (GPURecoveryRequired True or Unknown), or ""
+// when it asks none or the node does not report it. An Xid line can clear
+// with a reset while the driver still wants a reboot; uncordoning then
+// would hand the GPU back too early.
+func driverAsks(op *v1alpha1.NodeOperation, n *corev1.Node) string {
+	if op.Spec.Trigger == nil || !gpuConditions[op.Spec.Trigger.Type] {
+		return ""
+	}
+	for _, c := range n.Status.Conditions {
+		if string(c.Type) != v1alpha1.ConditionGPURecoveryRequired || c.Status == corev1.ConditionFalse {
+			continue
+		}
+		reason := v1alpha1.EffectiveReason(string(c.Type), c.Reason, c.Message)
+		return fmt.Sprintf("the driver still asks for recovery: %s is %s (%s): %s", c.Type, c.Status, reason, c.Message)
+	}
+	return ""
 }
 
 // gpusShort says which GPU resource is short, or "" when none is.

@@ -63,6 +63,26 @@ func TestVerify(t *testing.T) {
 			}(),
 			message: "not Ready"},
 
+		// The driver's own verdict (issue 19): a GPU repair is verified only
+		// once the driver asks no recovery.
+		{desc: "the Xid cleared but the driver still asks for a reboot", op: xidOp(),
+			node: node("a", xidClear(ago(5*time.Minute)), cond(v1alpha1.ConditionGPURecoveryRequired, corev1.ConditionTrue, v1alpha1.DetectReason,
+				"RebootRequired: driver asks to reboot the node: node reboot on 0000:3b:00.0", ago(time.Minute))),
+			message: "the driver still asks for recovery: GPURecoveryRequired is True (RebootRequired)"},
+		{desc: "the driver's action unreadable is not evidence it asks none", op: xidOp(),
+			node: node("a", xidClear(ago(5*time.Minute)), cond(v1alpha1.ConditionGPURecoveryRequired, corev1.ConditionUnknown, v1alpha1.DetectReason,
+				"cannot read the recovery action of 0000:3b:00.0: GPU is lost", ago(time.Minute))),
+			message: "GPURecoveryRequired is Unknown"},
+		{desc: "the driver asks nothing: verified", op: xidOp(),
+			node: node("a", xidClear(ago(5*time.Minute)), cond(v1alpha1.ConditionGPURecoveryRequired, corev1.ConditionFalse, "GPURecoveryNotRequired", "", ago(time.Minute))),
+			ok:   true},
+		{desc: "a repair not about a GPU does not wait for the GPU driver", node: node("a",
+			cond(v1alpha1.ConditionNFSMountUnhealthy, corev1.ConditionFalse, "NFSMountsHealthy", "", ago(time.Hour)),
+			cond(v1alpha1.ConditionGPURecoveryRequired, corev1.ConditionTrue, v1alpha1.DetectReason, "ResetRequired: x on 0000:3b:00.0", ago(time.Minute))),
+			op: xidOp(func(o *v1alpha1.NodeOperation) {
+				o.Spec.Trigger = &v1alpha1.TriggerCondition{Type: v1alpha1.ConditionNFSMountUnhealthy, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonMountHung}
+			}), ok: true},
+
 		// The trigger condition.
 		{desc: "the trigger condition is still True", op: xidOp(), node: node("a", xid(ago(time.Hour))),
 			message: "condition GPUXidError is still True (XidRebootRequired): " + xidMessage},
