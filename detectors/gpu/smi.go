@@ -3,10 +3,12 @@ package gpu
 import (
 	"bytes"
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,15 +20,58 @@ import (
 // The nvidia-smi queries. The order of the fields is what the parsers
 // expect.
 var (
-	smiQueryGPU = []string{
-		"--query-gpu=index,pci.bus_id,uuid,ecc.errors.uncorrected.volatile.total,retired_pages.pending,retired_pages.sbe,retired_pages.dbe",
-		"--format=csv,noheader",
-	}
+	// smiBaseFields are the --query-gpu fields both checks read.
+	smiBaseFields = []string{"index", "pci.bus_id", "uuid", "ecc.errors.uncorrected.volatile.total", "retired_pages.pending", "retired_pages.sbe", "retired_pages.dbe"}
+	smiFormat     = "--format=csv,noheader"
 	smiQueryRemap = []string{
 		"--query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure,remapped_rows.uncorrectable",
-		"--format=csv,noheader",
+		smiFormat,
 	}
+	// smiQueryXML is the full XML dump, read only for the verdict signals
+	// that have no --query-gpu field (nvidia-smi 580 prints them only in
+	// -q and -q -x, and -d cannot be combined with -x).
+	smiQueryXML = []string{"-q", "-x"}
 )
+
+// smiVerdictField is a --query-gpu field of the driver's own verdict
+// (issue 19), appended to smiBaseFields for the memory check. An older
+// nvidia-smi rejects the name; the field is then dropped from the query
+// and signal is Unsupported.
+type smiVerdictField struct {
+	name   string
+	signal string // as Device.Unsupported names it; the NVML backend's names
+	read   func(r *fieldReader, d *Device, v string)
+}
+
+// smiVerdictFields are the verdict fields in --query-gpu, in the order the
+// memory query appends them. Values seen on a real H100 (driver
+// 580.159.04): "None", "No", "0".
+var smiVerdictFields = []smiVerdictField{
+	{"gpu_recovery_action", "recovery action", func(r *fieldReader, d *Device, v string) {
+		d.RecoveryAction = r.recovery("gpu_recovery_action", v)
+	}},
+	{"ecc.errors.uncorrected.aggregate.sram.thresholdExceeded", "SRAM threshold", func(r *fieldReader, d *Device, v string) {
+		d.SRAMThresholdExceeded = r.verdictFlag("ecc.errors.uncorrected.aggregate.sram.thresholdExceeded", v)
+	}},
+	{"remapped_rows.histogram.none", "row remapper histogram", func(r *fieldReader, d *Device, v string) {
+		d.BanksWithoutSpareRows = r.verdictCount("remapped_rows.histogram.none", v)
+	}},
+}
+
+// smiQueryGPU is the --query-gpu invocation for smiBaseFields and extra.
+func smiQueryGPU(extra []smiVerdictField) []string {
+	names := append([]string(nil), smiBaseFields...)
+	for _, f := range extra {
+		names = append(names, f.name)
+	}
+	return []string{"--query-gpu=" + strings.Join(names, ","), smiFormat}
+}
+
+// smiRecoveryGate is the verdict field whose rejection shows an
+// nvidia-smi too old for the -q -x verdict elements: channel and TPC
+// repair pending need NVML 580, and every nvidia-smi that prints them
+// knows gpu_recovery_action.
+const smiRecoveryGate = "gpu_recovery_action"
 
 // smiWaitDelay bounds how long we wait for nvidia-smi's output pipes to
 // close after it exits or is killed: a child stuck in D state cannot be
@@ -41,28 +86,44 @@ type SMI struct {
 	Root host.Root
 	// Timeout bounds each run of nvidia-smi.
 	Timeout time.Duration
+	// XML makes the memory check also run `nvidia-smi -q -x`, the only
+	// nvidia-smi form of channel/TPC repair pending and unrepairable
+	// memory: a third process per run (a full dump of every GPU). Off,
+	// those signals are named in Device.Unsupported, never read.
+	XML bool
 }
 
 // Name implements Backend.
 func (*SMI) Name() string { return "nvidia-smi" }
 
-// Devices implements Backend. The remapped-rows query runs only for
-// memory; when it fails while the GPU query worked, the devices get a read
-// error rather than the whole call failing.
+// Devices implements Backend. Without memory it runs one --query-gpu of
+// smiBaseFields. With memory it runs the --query-gpu with the verdict
+// fields appended (again without each field this nvidia-smi rejects),
+// then --query-remapped-rows, then, with XML, -q -x for channel/TPC
+// repair pending and unrepairable memory. When a later query fails while
+// the GPU query worked, the devices get a read error rather than the
+// whole call failing.
 func (s *SMI) Devices(ctx context.Context, memory bool) ([]Device, error) {
 	path, err := findSMI(s.Path, s.Root)
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.run(ctx, path, smiQueryGPU...)
+	if !memory {
+		out, err := s.run(ctx, path, smiQueryGPU(nil)...)
+		if err != nil {
+			return nil, err
+		}
+		devs, err := ParseQueryGPU(out.output, out.exitCode)
+		if err != nil {
+			return nil, fmt.Errorf("nvidia-smi: %w", err)
+		}
+		return devs, nil
+	}
+	devs, rejected, err := s.queryVerdict(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	devs, err := ParseQueryGPU(out.output, out.exitCode)
-	if err != nil {
-		return nil, fmt.Errorf("nvidia-smi: %w", err)
-	}
-	if !memory || len(devs) == 0 {
+	if len(devs) == 0 {
 		return devs, nil
 	}
 	var rows []Device
@@ -70,7 +131,92 @@ func (s *SMI) Devices(ctx context.Context, memory bool) ([]Device, error) {
 	if err == nil {
 		rows, err = ParseRemappedRows(rout.output, rout.exitCode)
 	}
-	return mergeRemap(devs, rows, err), nil
+	devs = mergeRemap(devs, rows, err)
+	if !s.XML || slices.Contains(rejected, smiRecoveryGate) {
+		return mergeXML(devs, nil, errSMIXMLSkipped), nil
+	}
+	var xdevs []Device
+	xout, err := s.run(ctx, path, smiQueryXML...)
+	if err == nil {
+		xdevs, err = ParseQueryXML(xout.output, xout.exitCode)
+	}
+	return mergeXML(devs, xdevs, err), nil
+}
+
+// queryVerdict runs the memory check's --query-gpu. nvidia-smi answers a
+// field name it does not know with `Field "gpu_recovery_action" is not a
+// valid field to query.` (exit status 2) and prints no other field, so
+// the query is run again without each rejected verdict field, and the
+// devices name its signal Unsupported: an older driver is judged by the
+// fields it has. A rejected base field is an error, as any other
+// unexplained output. It returns the rejected field names.
+func (s *SMI) queryVerdict(ctx context.Context, path string) ([]Device, []string, error) {
+	extra := smiVerdictFields
+	var rejected []string
+	for {
+		out, err := s.run(ctx, path, smiQueryGPU(extra)...)
+		if err != nil {
+			return nil, nil, err
+		}
+		names := smiRejectedFields(out.output)
+		kept := slices.DeleteFunc(slices.Clone(extra), func(f smiVerdictField) bool {
+			return slices.Contains(names, f.name)
+		})
+		if len(names) > 0 && len(kept) < len(extra) {
+			for _, f := range extra {
+				if slices.Contains(names, f.name) {
+					rejected = append(rejected, f.name)
+				}
+			}
+			extra = kept
+			continue
+		}
+		devs, err := parseQueryGPU(out.output, out.exitCode, extra)
+		if err != nil {
+			return nil, nil, fmt.Errorf("nvidia-smi: %w", err)
+		}
+		for i := range devs {
+			if !devs[i].Usable() {
+				continue
+			}
+			for _, f := range smiVerdictFields {
+				if slices.Contains(rejected, f.name) {
+					devs[i].Unsupported = appendSignal(devs[i].Unsupported, f.signal)
+				}
+			}
+		}
+		return devs, rejected, nil
+	}
+}
+
+// smiRejectedFields returns the field names in nvidia-smi's rejection
+// lines, `Field "foo.bar" is not a valid field to query.` (curly quotes
+// on some Windows builds).
+func smiRejectedFields(out []byte) []string {
+	var names []string
+	for _, line := range strings.Split(strings.ReplaceAll(string(out), "\r", "\n"), "\n") {
+		line = strings.TrimSpace(line)
+		rest, ok := strings.CutPrefix(line, "Field ")
+		if !ok {
+			continue
+		}
+		name, ok := strings.CutSuffix(rest, " is not a valid field to query.")
+		if !ok {
+			continue
+		}
+		name = strings.Trim(name, "\"\u201c\u201d")
+		if name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func appendSignal(list []string, signal string) []string {
+	if slices.Contains(list, signal) {
+		return list
+	}
+	return append(list, signal)
 }
 
 type smiOutput struct {
@@ -188,15 +334,40 @@ func joinErr(a, b string) string {
 	return a + "; " + b
 }
 
-// ParseQueryGPU parses the output (stdout then stderr) of the --query-gpu
-// query in smiQueryGPU, with nvidia-smi's exit code. Error lines
+// ParseQueryGPU parses the output (stdout then stderr) of either
+// --query-gpu query the backend runs, with nvidia-smi's exit code: the gpu
+// check's smiBaseFields, or the memory check's with every verdict field
+// appended, told apart by the number of fields. Error lines
 // ("Unable to determine the device handle for GPU 0000:02:00.0: GPU is
 // lost...") become devices that are lost or unusable, with their bus ID;
 // "No devices were found" is an empty list; a driver failure, an
 // unrecognised line or a non-zero exit that the output does not explain is
 // an error.
 func ParseQueryGPU(out []byte, exitCode int) ([]Device, error) {
-	return parseSMI(out, exitCode, 7, false, func(f []string) (Device, error) {
+	var extra []smiVerdictField
+	if smiFirstRowFields(out) == len(smiBaseFields)+len(smiVerdictFields) {
+		extra = smiVerdictFields
+	}
+	return parseQueryGPU(out, exitCode, extra)
+}
+
+// smiFirstRowFields is the number of comma-separated fields on the first
+// line that is not one of nvidia-smi's error or warning lines.
+func smiFirstRowFields(out []byte) int {
+	for _, line := range strings.Split(strings.ReplaceAll(string(out), "\r", "\n"), "\n") {
+		lower := strings.ToLower(strings.TrimSpace(line))
+		if lower == "" || strings.HasPrefix(lower, handleErrPrefix) || strings.HasPrefix(lower, "warning:") {
+			continue
+		}
+		return strings.Count(line, ",") + 1
+	}
+	return 0
+}
+
+// parseQueryGPU parses the output of smiQueryGPU(extra): exactly the
+// base fields and then extra, in order.
+func parseQueryGPU(out []byte, exitCode int, extra []smiVerdictField) ([]Device, error) {
+	return parseSMI(out, exitCode, len(smiBaseFields)+len(extra), false, func(f []string) (Device, error) {
 		idx, err := strconv.Atoi(f[0])
 		if err != nil || idx < 0 {
 			return Device{}, fmt.Errorf("bad index %q", f[0])
@@ -213,6 +384,14 @@ func ParseQueryGPU(out []byte, exitCode int) ([]Device, error) {
 		dbe := fv.count("retired_pages.dbe", f[6])
 		if sbe.Known && dbe.Known {
 			d.RetiredPages = Count{Value: sbe.Value + dbe.Value, Known: true}
+		}
+		for i, vf := range extra {
+			v := f[len(smiBaseFields)+i]
+			if fv.unsupported(v) {
+				d.Unsupported = appendSignal(d.Unsupported, vf.signal)
+				continue
+			}
+			vf.read(&fv, &d, v)
 		}
 		fv.apply(&d)
 		return d, fv.bad
@@ -236,6 +415,113 @@ func ParseRemappedRows(out []byte, exitCode int) ([]Device, error) {
 		fv.apply(&d)
 		return d, fv.bad
 	})
+}
+
+// errSMIXMLSkipped marks the -q -x signals as Unsupported by this
+// backend, -q -x not run: SMI.XML is off, or nvidia-smi rejected
+// smiRecoveryGate and so predates them.
+var errSMIXMLSkipped = errors.New("nvidia-smi -q -x not run")
+
+// smiXMLLog is the part of `nvidia-smi -q -x` (nvsmi_device_v13.dtd) the
+// memory check reads: the verdict signals that have no --query-gpu field.
+// An element an older nvidia-smi does not print is nil.
+type smiXMLLog struct {
+	XMLName xml.Name `xml:"nvidia_smi_log"`
+	GPUs    []struct {
+		ID  string `xml:"id,attr"`
+		ECC struct {
+			ChannelRepairPending *string `xml:"channel_repair_pending"`
+			TPCRepairPending     *string `xml:"tpc_repair_pending"`
+			UnrepairableMemory   *string `xml:"unrepairable_memory"`
+		} `xml:"ecc_errors"`
+	} `xml:"gpu"`
+}
+
+// ParseQueryXML parses the output of `nvidia-smi -q -x` (smiQueryXML)
+// with its exit code. The devices it returns carry only the bus ID,
+// channel and TPC repair pending, unrepairable memory, Unsupported (an
+// element that is missing or N/A) and lost/read errors. Output that is not
+// the XML log is an error.
+func ParseQueryXML(out []byte, exitCode int) ([]Device, error) {
+	var log smiXMLLog
+	if err := xml.NewDecoder(bytes.NewReader(out)).Decode(&log); err != nil {
+		if exitCode != 0 {
+			return nil, fmt.Errorf("exit status %d: %s", exitCode, clip(firstLine(out)))
+		}
+		return nil, fmt.Errorf("not nvidia-smi's XML log: %v", err)
+	}
+	devs := make([]Device, 0, len(log.GPUs))
+	for _, g := range log.GPUs {
+		bus, ok := NormalizeBusID(g.ID)
+		if !ok {
+			return nil, fmt.Errorf("bad PCI bus ID %q", g.ID)
+		}
+		d := Device{Index: -1, BusID: bus}
+		var fv fieldReader
+		read := func(name, signal string, v *string) Flag {
+			if v == nil || fv.unsupported(*v) {
+				d.Unsupported = appendSignal(d.Unsupported, signal)
+				return Flag{}
+			}
+			switch w := strings.TrimSpace(*v); strings.ToLower(w) {
+			case "yes", "no":
+				return fv.verdictFlag(name, w)
+			default:
+				// -q -x writes errors without brackets: "GPU is
+				// lost" marks the device lost, anything else is a
+				// read error.
+				fv.special(name, "["+w+"]")
+				return Flag{}
+			}
+		}
+		d.ChannelRepairPending = read("channel_repair_pending", "repair status", g.ECC.ChannelRepairPending)
+		d.TPCRepairPending = read("tpc_repair_pending", "repair status", g.ECC.TPCRepairPending)
+		d.UnrepairableMemory = read("unrepairable_memory", "unrepairable memory", g.ECC.UnrepairableMemory)
+		fv.apply(&d)
+		devs = append(devs, d)
+	}
+	return devs, nil
+}
+
+// mergeXML copies the -q -x answers into the devices by bus ID. When the
+// query failed (xmlErr), every usable device gets a read error, or, for
+// errSMIXMLSkipped, names the signals Unsupported. A usable device missing
+// from the XML gets a read error.
+func mergeXML(devs, xdevs []Device, xmlErr error) []Device {
+	out := append([]Device(nil), devs...)
+	byBus := map[string]Device{}
+	for _, x := range xdevs {
+		byBus[x.BusID] = x
+	}
+	for i := range out {
+		d := &out[i]
+		if !d.Usable() {
+			continue
+		}
+		switch {
+		case errors.Is(xmlErr, errSMIXMLSkipped):
+			d.Unsupported = appendSignal(appendSignal(d.Unsupported, "repair status"), "unrepairable memory")
+			continue
+		case xmlErr != nil:
+			d.ReadErr = joinErr(d.ReadErr, "nvidia-smi -q -x: "+xmlErr.Error())
+			continue
+		}
+		x, ok := byBus[d.BusID]
+		if !ok {
+			d.ReadErr = joinErr(d.ReadErr, "nvidia-smi -q -x: GPU not listed")
+			continue
+		}
+		if x.Lost || x.Err != "" {
+			d.Lost, d.Err = x.Lost, x.Err
+			continue
+		}
+		d.ChannelRepairPending, d.TPCRepairPending, d.UnrepairableMemory = x.ChannelRepairPending, x.TPCRepairPending, x.UnrepairableMemory
+		for _, sig := range x.Unsupported {
+			d.Unsupported = appendSignal(d.Unsupported, sig)
+		}
+		d.ReadErr = joinErr(d.ReadErr, x.ReadErr)
+	}
+	return out
 }
 
 const handleErrPrefix = "unable to determine the device handle for gpu"
@@ -379,6 +665,16 @@ type fieldReader struct {
 	bad     error
 }
 
+// unsupported reports a value that says the GPU or driver lacks the
+// field: "[N/A]", "[Not Supported]", and N/A as -q -x writes it.
+func (r *fieldReader) unsupported(v string) bool {
+	switch strings.ToLower(strings.Trim(strings.TrimSpace(v), "[]")) {
+	case "n/a", "not supported", "not available":
+		return true
+	}
+	return false
+}
+
 func (r *fieldReader) special(name, v string) bool {
 	if !strings.HasPrefix(v, "[") && v != "N/A" {
 		return false
@@ -417,6 +713,65 @@ func (r *fieldReader) flag(name, v string) Flag {
 	}
 	r.fail(fmt.Errorf("%s: bad value %q", name, v))
 	return Flag{}
+}
+
+// verdictFlag reads a verdict flag: Yes or No. Unlike flag, any other
+// value is a read error of this device, not a failure of the whole output,
+// so that a value this parser has not seen loses no other evidence.
+func (r *fieldReader) verdictFlag(name, v string) Flag {
+	v = strings.TrimSpace(v)
+	if r.special(name, v) {
+		return Flag{}
+	}
+	switch strings.ToLower(v) {
+	case "yes":
+		return Flag{Value: true, Known: true}
+	case "no":
+		return Flag{Known: true}
+	}
+	r.readErr = append(r.readErr, fmt.Sprintf("%s: unexpected value %q", name, v))
+	return Flag{}
+}
+
+// verdictCount reads a verdict counter, as verdictFlag.
+func (r *fieldReader) verdictCount(name, v string) Count {
+	if r.special(name, v) {
+		return Count{}
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		r.readErr = append(r.readErr, fmt.Sprintf("%s: unexpected value %q", name, v))
+		return Count{}
+	}
+	return Count{Value: n, Known: true}
+}
+
+// recovery reads gpu_recovery_action. The real H100 printed "None"; the
+// other words are NVIDIA's names for NVML_GPU_RECOVERY_ACTION_GPU_RESET,
+// _NODE_REBOOT, _DRAIN_P2P and _DRAIN_AND_RESET ("Reset", "Reboot",
+// "Drain P2P", "Drain and Reset", in the A100 memory error management
+// guide), matched without case, spaces or underscores, with the longer
+// "GPU Reset" and "Node Reboot" and the numbers 0-4. Any other value is a
+// read error, never a guessed action.
+func (r *fieldReader) recovery(name, v string) Recovery {
+	if r.special(name, v) {
+		return Recovery{}
+	}
+	key := strings.NewReplacer(" ", "", "_", "", "-", "").Replace(strings.ToLower(v))
+	switch key {
+	case "none", "0":
+		return Recovery{Action: RecoveryNone, Known: true}
+	case "reset", "gpureset", "1":
+		return Recovery{Action: RecoveryGPUReset, Known: true}
+	case "reboot", "nodereboot", "2":
+		return Recovery{Action: RecoveryNodeReboot, Known: true}
+	case "drainp2p", "3":
+		return Recovery{Action: RecoveryDrainP2P, Known: true}
+	case "drainandreset", "4":
+		return Recovery{Action: RecoveryDrainAndReset, Known: true}
+	}
+	r.readErr = append(r.readErr, fmt.Sprintf("%s: unexpected value %q", name, v))
+	return Recovery{}
 }
 
 func (r *fieldReader) fail(err error) {

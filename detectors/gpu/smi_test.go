@@ -279,3 +279,277 @@ func TestFindSMI(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 }
+
+// smiFake is an nvidia-smi standing in for a real one, answering from
+// fixtures: --query-gpu from gpu (or, when the query names a field in
+// reject, that field's rejection as an older nvidia-smi prints it, exit
+// status 2), --query-remapped-rows from rows, -q -x from xml ("" exits 1
+// with "Segmentation fault"). It logs each invocation's arguments, one
+// line each, to the file that log returns.
+type smiFake struct {
+	gpu, rows, xml string
+	reject         []string
+}
+
+// smiRejection is the fixture with nvidia-smi's answer to a --query-gpu
+// naming field, which it does not know.
+var smiRejection = map[string]string{
+	"gpu_recovery_action": "query-gpu-rejected-recovery-action.txt",
+	"ecc.errors.uncorrected.aggregate.sram.thresholdExceeded": "query-gpu-rejected-sram-threshold.txt",
+	"remapped_rows.histogram.none":                            "query-gpu-rejected-histogram-none.txt",
+}
+
+func (f smiFake) script(t *testing.T) (path, log string) {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "testdata", "gpu"))
+	require.NoError(t, err)
+	fx := func(name string) string { return "'" + filepath.Join(dir, name) + "'" }
+	log = filepath.Join(t.TempDir(), "invocations")
+	var b strings.Builder
+	b.WriteString("echo \"$*\" >> '" + log + "'\ncase \"$1\" in\n--query-gpu=*)\n")
+	for _, name := range f.reject {
+		b.WriteString("\tcase \"$1\" in *" + name + "*) cat " + fx(smiRejection[name]) + "; exit 2;; esac\n")
+	}
+	b.WriteString("\tcat " + fx(f.gpu) + ";;\n--query-remapped-rows=*) cat " + fx(f.rows) + ";;\n")
+	if f.xml != "" {
+		b.WriteString("-q) cat " + fx(f.xml) + ";;\n")
+	} else {
+		b.WriteString("-q) echo 'Segmentation fault'; exit 139;;\n")
+	}
+	b.WriteString("*) exit 1;;\nesac\n")
+	return writeScript(t, b.String()), log
+}
+
+func invocations(t *testing.T, log string) []string {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// verdict is the part of a Device the driver's verdict fills.
+type verdict struct {
+	Recovery                                     Recovery
+	Unrepairable, SRAM, ChannelRepair, TPCRepair Flag
+	BanksWithoutSpareRows                        Count
+	Unsupported                                  []string
+	ReadErr                                      string
+}
+
+func verdictOf(d Device) verdict {
+	return verdict{d.RecoveryAction, d.UnrepairableMemory, d.SRAMThresholdExceeded, d.ChannelRepairPending, d.TPCRepairPending, d.BanksWithoutSpareRows, d.Unsupported, d.ReadErr}
+}
+
+// withoutVerdict is d with the verdict fields (and ReadErr) zeroed: the
+// evidence the checks had before issue 19.
+func withoutVerdict(d Device) Device {
+	d.RecoveryAction, d.UnrepairableMemory, d.SRAMThresholdExceeded = Recovery{}, Flag{}, Flag{}
+	d.ChannelRepairPending, d.TPCRepairPending, d.BanksWithoutSpareRows = Flag{}, Flag{}, Count{}
+	d.Unsupported, d.ReadErr = nil, ""
+	return d
+}
+
+const (
+	smiQueryAll       = "--query-gpu=index,pci.bus_id,uuid,ecc.errors.uncorrected.volatile.total,retired_pages.pending,retired_pages.sbe,retired_pages.dbe,gpu_recovery_action,ecc.errors.uncorrected.aggregate.sram.thresholdExceeded,remapped_rows.histogram.none --format=csv,noheader"
+	smiQueryNoRecover = "--query-gpu=index,pci.bus_id,uuid,ecc.errors.uncorrected.volatile.total,retired_pages.pending,retired_pages.sbe,retired_pages.dbe,ecc.errors.uncorrected.aggregate.sram.thresholdExceeded,remapped_rows.histogram.none --format=csv,noheader"
+	smiQueryNoSRAM    = "--query-gpu=index,pci.bus_id,uuid,ecc.errors.uncorrected.volatile.total,retired_pages.pending,retired_pages.sbe,retired_pages.dbe,remapped_rows.histogram.none --format=csv,noheader"
+	smiQueryBase      = "--query-gpu=index,pci.bus_id,uuid,ecc.errors.uncorrected.volatile.total,retired_pages.pending,retired_pages.sbe,retired_pages.dbe --format=csv,noheader"
+	smiQueryRows      = "--query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure,remapped_rows.uncorrectable --format=csv,noheader"
+)
+
+// TestSMIVerdict reads the driver's verdict (issue 19) through a fake
+// nvidia-smi answering from the real H100 outputs and variants derived
+// from them (detectors/testdata/gpu/README.md): every verdict field of the
+// first GPU exactly, the invocations, and that the evidence read before
+// issue 19 is the same as the baseline's, whatever the verdict fields say
+// or an older nvidia-smi rejects.
+func TestSMIVerdict(t *testing.T) {
+	h100 := Device{Index: 0, BusID: "0000:00:06.0", UUID: "GPU-179b83e0-c021-1d8e-a043-c3b3abb37ced",
+		VolatileDBE: Count{0, true}, RowRemapPending: Flag{false, true}, RowRemapFailed: Flag{false, true}, RemappedUncorrectable: Count{0, true}}
+	healthy := verdict{Recovery: Recovery{RecoveryNone, true}, Unrepairable: Flag{false, true}, SRAM: Flag{false, true},
+		ChannelRepair: Flag{false, true}, TPCRepair: Flag{false, true}, BanksWithoutSpareRows: Count{0, true}}
+	with := func(edit func(v *verdict)) verdict {
+		v := healthy
+		edit(&v)
+		return v
+	}
+	h100Fake := func(gpu, xml string) smiFake {
+		return smiFake{gpu: gpu, rows: "remapped-rows-h100x1-captured.txt", xml: xml}
+	}
+	// The baselines: what the same fixtures gave before issue 19, read
+	// with the queries of then.
+	parse := func(gpu, rows string) []Device {
+		devs, err := ParseQueryGPU(fixture(t, gpu), 0)
+		require.NoError(t, err)
+		r, err := ParseRemappedRows(fixture(t, rows), 0)
+		require.NoError(t, err)
+		out := mergeRemap(devs, r, nil)
+		for i := range out {
+			out[i] = withoutVerdict(out[i])
+		}
+		return out
+	}
+	a100x8 := parse("query-gpu-a100x8-healthy.txt", "remapped-rows-a100x8-healthy.txt")
+	v100x8 := parse("query-gpu-v100x8-healthy.txt", "remapped-rows-v100x8-na.txt")
+	a100x1 := parse("query-gpu-a100x1-verdict-na.txt", "remapped-rows-a100x1-healthy.txt")
+	v100x1 := parse("query-gpu-v100x1-verdict-na.txt", "remapped-rows-v100x1-na.txt")
+	xmlOn := []string{smiQueryAll, smiQueryRows, "-q -x"}
+
+	for _, tc := range []struct {
+		desc    string
+		fake    smiFake
+		noXML   bool
+		want    verdict
+		old     []Device // the evidence read before issue 19, every GPU
+		invoked []string
+	}{
+		{desc: "H100 as captured", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
+			want: healthy, old: []Device{h100}, invoked: xmlOn},
+		{desc: "H100 without -q -x", fake: h100Fake("query-gpu-h100x1-captured.txt", ""), noXML: true,
+			want: with(func(v *verdict) {
+				v.ChannelRepair, v.TPCRepair, v.Unrepairable = Flag{}, Flag{}, Flag{}
+				v.Unsupported = []string{"repair status", "unrepairable memory"}
+			}), old: []Device{h100}, invoked: []string{smiQueryAll, smiQueryRows}},
+		{desc: "recovery action Reset", fake: h100Fake("query-gpu-h100x1-recovery-reset.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
+			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryGPUReset, true} }), old: []Device{h100}, invoked: xmlOn},
+		{desc: "recovery action Reboot", fake: h100Fake("query-gpu-h100x1-recovery-reboot.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
+			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryNodeReboot, true} }), old: []Device{h100}, invoked: xmlOn},
+		{desc: "recovery action Drain P2P", fake: h100Fake("query-gpu-h100x1-recovery-drain-p2p.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
+			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryDrainP2P, true} }), old: []Device{h100}, invoked: xmlOn},
+		{desc: "recovery action Drain and Reset", fake: h100Fake("query-gpu-h100x1-recovery-drain-and-reset.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
+			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryDrainAndReset, true} }), old: []Device{h100}, invoked: xmlOn},
+		{desc: "recovery action Unknown Error is a read error", fake: h100Fake("query-gpu-h100x1-recovery-unknown-error.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
+			want: with(func(v *verdict) {
+				v.Recovery = Recovery{}
+				v.ReadErr = "gpu_recovery_action: [Unknown Error]"
+			}), old: []Device{h100}, invoked: xmlOn},
+		{desc: "SRAM threshold exceeded", fake: h100Fake("query-gpu-h100x1-sram-threshold.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
+			want: with(func(v *verdict) { v.SRAM = Flag{true, true} }), old: []Device{h100}, invoked: xmlOn},
+		{desc: "banks without spare rows", fake: h100Fake("query-gpu-h100x1-banks-none.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
+			want: with(func(v *verdict) { v.BanksWithoutSpareRows = Count{3, true} }), old: []Device{h100}, invoked: xmlOn},
+		{desc: "channel repair pending", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-channel-repair.xml"),
+			want: with(func(v *verdict) { v.ChannelRepair = Flag{true, true} }), old: []Device{h100}, invoked: xmlOn},
+		{desc: "TPC repair pending", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-tpc-repair.xml"),
+			want: with(func(v *verdict) { v.TPCRepair = Flag{true, true} }), old: []Device{h100}, invoked: xmlOn},
+		{desc: "unrepairable memory", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-unrepairable.xml"),
+			want: with(func(v *verdict) { v.Unrepairable = Flag{true, true} }), old: []Device{h100}, invoked: xmlOn},
+		{desc: "unrepairable memory Unknown Error is a read error", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-unrepairable-unknown-error.xml"),
+			want: with(func(v *verdict) {
+				v.Unrepairable = Flag{}
+				v.ReadErr = "unrepairable_memory: [Unknown Error]"
+			}), old: []Device{h100}, invoked: xmlOn},
+		{desc: "-q -x without the repair elements: an older nvidia-smi", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-no-repair-elements.xml"),
+			want: with(func(v *verdict) {
+				v.ChannelRepair, v.TPCRepair, v.Unrepairable = Flag{}, Flag{}, Flag{}
+				v.Unsupported = []string{"repair status", "unrepairable memory"}
+			}), old: []Device{h100}, invoked: xmlOn},
+		{desc: "-q -x fails: read error, the rest kept", fake: h100Fake("query-gpu-h100x1-captured.txt", ""),
+			want: with(func(v *verdict) {
+				v.ChannelRepair, v.TPCRepair, v.Unrepairable = Flag{}, Flag{}, Flag{}
+				v.ReadErr = "nvidia-smi -q -x: exit status 139: Segmentation fault"
+			}), old: []Device{h100}, invoked: xmlOn},
+		{desc: "A100 whose nvidia-smi rejects gpu_recovery_action",
+			fake: smiFake{gpu: "query-gpu-a100x8-no-recovery-action.txt", rows: "remapped-rows-a100x8-healthy.txt", xml: "nvidia-smi-q-x-h100x1-captured.xml", reject: []string{"gpu_recovery_action"}},
+			want: verdict{SRAM: Flag{false, true}, BanksWithoutSpareRows: Count{0, true}, Unsupported: []string{"recovery action", "repair status", "unrepairable memory"}},
+			old:  a100x8, invoked: []string{smiQueryAll, smiQueryNoRecover, smiQueryRows}},
+		{desc: "V100 whose nvidia-smi rejects every verdict field",
+			fake: smiFake{gpu: "query-gpu-v100x8-healthy.txt", rows: "remapped-rows-v100x8-na.txt", reject: []string{"gpu_recovery_action", "ecc.errors.uncorrected.aggregate.sram.thresholdExceeded", "remapped_rows.histogram.none"}},
+			want: verdict{Unsupported: []string{"recovery action", "SRAM threshold", "row remapper histogram", "repair status", "unrepairable memory"}},
+			old:  v100x8, invoked: []string{smiQueryAll, smiQueryNoRecover, smiQueryNoSRAM, smiQueryBase, smiQueryRows}},
+		{desc: "A100: recovery action and -q -x verdict N/A",
+			fake: smiFake{gpu: "query-gpu-a100x1-verdict-na.txt", rows: "remapped-rows-a100x1-healthy.txt", xml: "nvidia-smi-q-x-a100x1-na.xml"},
+			want: verdict{SRAM: Flag{false, true}, BanksWithoutSpareRows: Count{0, true}, Unsupported: []string{"recovery action", "repair status", "unrepairable memory"}},
+			old:  a100x1, invoked: xmlOn},
+		{desc: "V100 on a new driver: no row remapping, no SRAM status",
+			fake: smiFake{gpu: "query-gpu-v100x1-verdict-na.txt", rows: "remapped-rows-v100x1-na.txt", xml: "nvidia-smi-q-x-v100x1-na.xml"},
+			want: verdict{Recovery: Recovery{RecoveryNone, true}, Unsupported: []string{"SRAM threshold", "row remapper histogram", "repair status", "unrepairable memory"}},
+			old:  v100x1, invoked: xmlOn},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			path, log := tc.fake.script(t)
+			s := &SMI{Path: path, Timeout: 5 * time.Second, XML: !tc.noXML}
+			devs, err := s.Devices(context.Background(), true)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, verdictOf(devs[0]))
+			for i := 1; i < len(devs); i++ {
+				require.Equal(t, verdictOf(devs[0]).Unsupported, devs[i].Unsupported, "GPU %d", i)
+			}
+			old := make([]Device, len(devs))
+			for i, d := range devs {
+				old[i] = withoutVerdict(d)
+			}
+			require.Equal(t, tc.old, old)
+			require.Equal(t, tc.invoked, invocations(t, log))
+		})
+	}
+}
+
+// Without memory the gpu check runs the query of before issue 19 alone,
+// and reads no verdict field.
+func TestSMIVerdictNotForGPUCheck(t *testing.T) {
+	path, log := smiFake{gpu: "query-gpu-h100x8-healthy.txt"}.script(t)
+	devs, err := (&SMI{Path: path, Timeout: 5 * time.Second, XML: true}).Devices(context.Background(), false)
+	require.NoError(t, err)
+	require.Len(t, devs, 8)
+	require.Equal(t, verdict{}, verdictOf(devs[0]))
+	require.Equal(t, []string{smiQueryBase}, invocations(t, log))
+}
+
+// A base field rejected is not a verdict field to drop: the output is
+// unexplained, and the backend fails as before.
+func TestSMIBaseFieldRejected(t *testing.T) {
+	s := &SMI{Path: writeScript(t, `echo 'Field "retired_pages.sbe" is not a valid field to query.'; echo; exit 2`), Timeout: 5 * time.Second}
+	_, err := s.Devices(context.Background(), true)
+	require.ErrorContains(t, err, `unexpected output line "Field \"retired_pages.sbe\" is not a valid field to query."`)
+}
+
+func TestSMIRejectedFields(t *testing.T) {
+	for _, tc := range []struct {
+		desc, out string
+		want      []string
+	}{
+		// The form the H100 fixtures' README records (driver 580, exit 2),
+		// also in CoHDI/composable-resource-operator#37.
+		{"fixture", string(fixture(t, "query-gpu-rejected-recovery-action.txt")), []string{"gpu_recovery_action"}},
+		{"CRLF", "Field \"remapped_rows.histogram.none\" is not a valid field to query.\r\n\r\n", []string{"remapped_rows.histogram.none"}},
+		// Windows builds print curly quotes (influxdata/telegraf#6573).
+		{"curly quotes", "Field \u201cencoder.stats.sessionCount\u201d is not a valid field to query.\n", []string{"encoder.stats.sessionCount"}},
+		{"two lines", "Field \"a\" is not a valid field to query.\nField \"b\" is not a valid field to query.\n", []string{"a", "b"}},
+		{"CSV", "0, 00000000:00:06.0, GPU-x, 0, [N/A], [N/A], [N/A], None, No, 0\n", nil},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			require.Equal(t, tc.want, smiRejectedFields([]byte(tc.out)))
+		})
+	}
+}
+
+func TestParseQueryXML(t *testing.T) {
+	devs, err := ParseQueryXML(fixture(t, "nvidia-smi-q-x-h100x1-captured.xml"), 0)
+	require.NoError(t, err)
+	require.Equal(t, []Device{{Index: -1, BusID: "0000:00:06.0", ChannelRepairPending: Flag{false, true}, TPCRepairPending: Flag{false, true}, UnrepairableMemory: Flag{false, true}}}, devs)
+
+	lost := strings.Replace(string(fixture(t, "nvidia-smi-q-x-h100x1-captured.xml")), "<unrepairable_memory>No<", "<unrepairable_memory>GPU is lost<", 1)
+	devs, err = ParseQueryXML([]byte(lost), 0)
+	require.NoError(t, err)
+	require.True(t, devs[0].Lost)
+
+	_, err = ParseQueryXML([]byte("00000000:00:06.0, No, No, 0\n"), 0)
+	require.ErrorContains(t, err, "not nvidia-smi's XML log")
+	_, err = ParseQueryXML([]byte("No devices were found\n"), 6)
+	require.EqualError(t, err, "exit status 6: No devices were found")
+	_, err = ParseQueryXML([]byte(`<nvidia_smi_log><gpu id="nonsense"></gpu></nvidia_smi_log>`), 0)
+	require.ErrorContains(t, err, "bad PCI bus ID")
+}
+
+func TestParseQueryGPUVerdictColumns(t *testing.T) {
+	// The memory query's ten fields are told from the gpu check's seven.
+	devs, err := ParseQueryGPU(fixture(t, "query-gpu-h100x1-captured.txt"), 0)
+	require.NoError(t, err)
+	require.Equal(t, Recovery{RecoveryNone, true}, devs[0].RecoveryAction)
+	// An unexpected verdict value is this GPU's read error, not a failure
+	// of the whole output.
+	devs, err = ParseQueryGPU([]byte("0, 00000000:00:06.0, GPU-x, 0, [N/A], [N/A], [N/A], Reticulate, Maybe, many\n"), 0)
+	require.NoError(t, err)
+	require.Equal(t, `gpu_recovery_action: unexpected value "Reticulate"; ecc.errors.uncorrected.aggregate.sram.thresholdExceeded: unexpected value "Maybe"; remapped_rows.histogram.none: unexpected value "many"`, devs[0].ReadErr)
+	require.Equal(t, Count{0, true}, devs[0].VolatileDBE)
+}
