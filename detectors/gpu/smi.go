@@ -113,7 +113,7 @@ func (s *SMI) Devices(ctx context.Context, memory bool) ([]Device, error) {
 		if err != nil {
 			return nil, err
 		}
-		devs, err := ParseQueryGPU(out.output, out.exitCode)
+		devs, err := parseQueryGPU(out.output, out.exitCode, nil)
 		if err != nil {
 			return nil, fmt.Errorf("nvidia-smi: %w", err)
 		}
