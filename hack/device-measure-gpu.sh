@@ -98,6 +98,7 @@ if have nvidia-smi; then
 	add "nvidia-smi --query-gpu (the smi backend's 1st call)" nvidia-smi \
 		--query-gpu=index,pci.bus_id,uuid,ecc.errors.uncorrected.volatile.total,retired_pages.pending,retired_pages.sbe,retired_pages.dbe \
 		--format=csv,noheader
+	add "nvidia-smi -q -x (the XML the smi backend reads repairs from)" nvidia-smi -q -x
 fi
 # The same NVML reads from a Go program with almost no imports
 # (test/scale/detect/nvmlcost): every signal gpu-memory will read, each
