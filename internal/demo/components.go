@@ -270,6 +270,7 @@ func (w *World) startNPD(ctx context.Context) error {
 			{"xid.json", []string{"--kmsg=" + rootKmsg}},
 			{"gpu.json", append([]string{"--backend=nvidia-smi", "--nvidia-smi=" + filepath.Join(root.Dir, rootSMI)}, kube...)},
 			{"gpu-memory.json", []string{"--backend=nvidia-smi", "--nvidia-smi=" + filepath.Join(root.Dir, rootSMI)}},
+			{"gpu-recovery.json", []string{"--backend=nvidia-smi", "--nvidia-smi=" + filepath.Join(root.Dir, rootSMI)}},
 			{"nfs.json", []string{"--mountinfo=" + rootMountinfo}},
 			{"dstate.json", kube},
 		} {
@@ -298,7 +299,7 @@ func (w *World) startNPD(ctx context.Context) error {
 		}
 		w.addProcess(p)
 	}
-	w.say("node-problem-detector runs on %d nodes with deploy/npd's monitors (xid, gpu, gpu-memory, nfs, dstate)", w.opts.NPDNodes)
+	w.say("node-problem-detector runs on %d nodes with deploy/npd's monitors (xid, gpu, gpu-memory, gpu-recovery, nfs, dstate)", w.opts.NPDNodes)
 	return nil
 }
 

@@ -1,8 +1,10 @@
 package demo
 
 import (
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,7 +19,9 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/config"
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 	"github.com/kubemedic/kubemedic/detectors/gpu"
+	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/detectors/nfs"
+	"github.com/kubemedic/kubemedic/detectors/plugin"
 	"github.com/kubemedic/kubemedic/detectors/procfs"
 	"github.com/kubemedic/kubemedic/detectors/xid"
 	"github.com/kubemedic/kubemedic/policies"
@@ -98,7 +102,8 @@ func TestNodeConditionMetrics(t *testing.T) {
 }
 
 // TestFakeRootReadsAsTheDetectorsRead: what the fake root writes parses
-// with the detectors' own parsers.
+// with the detectors' own parsers, and its nvidia-smi answers the
+// nvidia-smi backend.
 func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 	r, err := NewFakeRoot(t.TempDir(), "gpu-node-000", 8, "127.0.0.1:2049")
 	require.NoError(t, err)
@@ -107,6 +112,27 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 		require.NoError(t, err)
 		return b
 	}
+	smi := &gpu.SMI{Path: filepath.Join(r.Dir, rootSMI), Root: host.Root(r.Dir), Timeout: 10 * time.Second}
+	listed := func(memory bool) []gpu.Device {
+		devs, err := smi.Devices(context.Background(), memory)
+		require.NoError(t, err)
+		for _, d := range devs {
+			require.True(t, d.Usable(), "%+v", d)
+			require.Empty(t, d.ReadErr)
+		}
+		return devs
+	}
+	devs := listed(true)
+	require.Len(t, devs, 8)
+	for _, d := range devs {
+		require.Equal(t, gpu.RecoveryNone, d.RecoveryAction.Action, "the driver asks no recovery")
+		require.True(t, d.RecoveryAction.Known)
+		require.NotContains(t, d.Unsupported, gpu.SignalRecoveryAction)
+	}
+	require.Equal(t, plugin.StatusOK, gpu.DecideRecovery("nvidia-smi", devs).Status)
+	out, err := exec.Command(smi.Path, "--query-gpu=index,uuid,clocks.sm", "--format=csv,noheader").CombinedOutput()
+	require.Error(t, err)
+	require.Equal(t, "Field \"clocks.sm\" is not a valid field to query.\n", string(out), "nvidia-smi's refusal of a field it does not know")
 	boot := r.BootID()
 
 	require.NoError(t, r.Xid(0, 46, "GPU timeout"))
@@ -116,13 +142,10 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 	require.Equal(t, 46, found[0].Xid)
 	require.Equal(t, "0000:18:00.0", found[0].Bus, "the bus the reset-gpu template extracts")
 
-	devs, err := gpu.ParseQueryGPU(read(rootSMIGPUs), 0)
-	require.NoError(t, err)
-	require.Len(t, devs, 8)
+	require.Len(t, listed(false), 8)
 	require.NoError(t, r.LoseGPU(1))
-	devs, err = gpu.ParseQueryGPU(read(rootSMIGPUs), 0)
-	require.NoError(t, err)
-	require.Len(t, devs, 7, "a lost GPU is not listed")
+	require.Len(t, listed(false), 7, "a lost GPU is not listed")
+	require.Len(t, listed(true), 7)
 
 	mounts, err := nfs.ParseMountinfo("mountinfo", read(rootMountinfo))
 	require.NoError(t, err)
@@ -147,9 +170,7 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 	require.Empty(t, found, "a fresh kernel log")
 	_, err = os.Stat(filepath.Join(r.Dir, "/proc/4242"))
 	require.True(t, os.IsNotExist(err), "no process survives a reboot")
-	devs, err = gpu.ParseQueryGPU(read(rootSMIGPUs), 0)
-	require.NoError(t, err)
-	require.Len(t, devs, 8, "the GPU is back on the bus")
+	require.Len(t, listed(false), 8, "the GPU is back on the bus")
 }
 
 // TestNPDConfigs: deploy/npd's monitors are rewritten for a fake root, sped

@@ -33,21 +33,59 @@ const mountinfoBase = `22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2
 24 22 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:2 - sysfs sysfs rw
 `
 
-// fakeNVIDIASMI answers the two queries of the gpu checks from files in the
-// root, as nvidia-smi of driver 580 formats them (see
-// ../shared/fixtures/nvidia-h100-580.159.04). Anything else is refused the
-// way nvidia-smi refuses an unknown option.
-const fakeNVIDIASMI = `#!/bin/sh
+// smiGPUFields are the --query-gpu fields the fake nvidia-smi knows, in
+// the order of rootSMIGPUs' columns, with a healthy GPU's value as
+// nvidia-smi of driver 580 prints it on an H100 (see
+// ../shared/fixtures/nvidia-h100-580.159.04) after the first three, which
+// are the GPU's own.
+var smiGPUFields = []struct{ name, healthy string }{
+	{"index", ""},
+	{"pci.bus_id", ""},
+	{"uuid", ""},
+	{"ecc.errors.uncorrected.volatile.total", "0"},
+	{"retired_pages.pending", "[N/A]"},
+	{"retired_pages.sbe", "[N/A]"},
+	{"retired_pages.dbe", "[N/A]"},
+	// The driver's own verdict (gpu-recovery and gpu-memory).
+	{"gpu_recovery_action", "None"},
+	{"ecc.errors.uncorrected.aggregate.sram.thresholdExceeded", "No"},
+	{"remapped_rows.histogram.none", "0"},
+}
+
+// fakeNVIDIASMI answers the queries of the gpu checks from files in the
+// root, as nvidia-smi of driver 580 formats them: --query-gpu prints the
+// fields asked, in the order asked, from the columns of rootSMIGPUs (named
+// by smiGPUFields), and refuses a field it does not know with nvidia-smi's
+// own message, which the nvidia-smi backend reads as a field this driver
+// lacks; --query-remapped-rows prints rootSMIRemap. Anything else is
+// refused the way nvidia-smi refuses an unknown option.
+var fakeNVIDIASMI = `#!/bin/sh
 root=$(cd "$(dirname "$0")/../.." && pwd)
 for a in "$@"; do
   case "$a" in
-    --query-gpu=*) cat "$root/demo/nvidia-smi/query-gpu.csv"; exit $? ;;
+    --query-gpu=*) exec awk -v want="${a#--query-gpu=}" -v known="` + smiFieldNames() + `" '
+BEGIN {
+  n = split(known, k, ","); for (i = 1; i <= n; i++) col[k[i]] = i
+  m = split(want, w, ","); bad = 0
+  for (i = 1; i <= m; i++) if (!(w[i] in col)) { printf "Field \"%s\" is not a valid field to query.\n", w[i]; bad = 1 }
+  if (bad) exit 2
+}
+{ split($0, v, ", "); line = v[col[w[1]]]; for (i = 2; i <= m; i++) line = line ", " v[col[w[i]]]; print line }
+' "$root/demo/nvidia-smi/query-gpu.csv" ;;
     --query-remapped-rows=*) cat "$root/demo/nvidia-smi/query-remapped-rows.csv"; exit $? ;;
   esac
 done
 echo "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help." >&2
 exit 2
 `
+
+func smiFieldNames() string {
+	names := make([]string, len(smiGPUFields))
+	for i, f := range smiGPUFields {
+		names[i] = f.name
+	}
+	return strings.Join(names, ",")
+}
 
 // GPU is one GPU of a fake node.
 type GPU struct {
@@ -237,14 +275,19 @@ func (r *FakeRoot) mountinfo() string {
 		nfsMountPoint, host, port, host)
 }
 
-// queryGPU is nvidia-smi's --query-gpu answer. r.mu is held.
+// queryGPU is rootSMIGPUs: every field of smiGPUFields for each GPU on
+// the bus. r.mu is held.
 func (r *FakeRoot) queryGPU() string {
 	var b strings.Builder
 	for _, g := range r.GPUs {
 		if r.lost[g.Index] {
 			continue
 		}
-		fmt.Fprintf(&b, "%d, %s, %s, 0, [N/A], [N/A], [N/A]\n", g.Index, g.Bus, g.UUID)
+		fmt.Fprintf(&b, "%d, %s, %s", g.Index, g.Bus, g.UUID)
+		for _, f := range smiGPUFields[3:] {
+			b.WriteString(", " + f.healthy)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

@@ -226,6 +226,7 @@ var okReason = map[string]string{
 	v1alpha1.ConditionGPULost:              "GPUsPresent",
 	v1alpha1.ConditionGPUXidError:          "NoXidError",
 	v1alpha1.ConditionGPUMemoryUnhealthy:   "GPUMemoryHealthy",
+	v1alpha1.ConditionGPURecoveryRequired:  "GPURecoveryNotRequired",
 	v1alpha1.ConditionPodProcessesStuck:    "NoStuckProcesses",
 	v1alpha1.ConditionNFSMountUnhealthy:    "NFSMountsHealthy",
 	v1alpha1.ConditionNetworkInterfaceDown: "InterfacesUp",

@@ -29,7 +29,7 @@ func TestMonitorConfigs(t *testing.T) {
 	dir := filepath.Join(repoRoot(t), "deploy/npd")
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	require.NoError(t, err)
-	require.Len(t, files, 6, "one monitor per check")
+	require.Len(t, files, 7, "one monitor per check")
 	detect := harness.GoBuild(t, "./cmd/kubemedic-detect")
 	covered := map[string]bool{}
 

@@ -25,9 +25,9 @@ import (
 
 // TestNPDEndToEnd runs the real node-problem-detector with the monitor
 // configs from deploy/npd, pointed at kubemedic-detect and fixture host
-// trees, against a real API server. For xid, nfs, dstate and gpu-memory the
-// condition must appear on the Node with the detector's reason and message,
-// and clear once the fixture heals.
+// trees, against a real API server. For xid, nfs, dstate, gpu-memory and
+// gpu-recovery the condition must appear on the Node with the detector's
+// reason and message, and clear once the fixture heals.
 func TestNPDEndToEnd(t *testing.T) {
 	env := harness.Start(t, localcluster.Options{})
 	ctx := context.Background()
@@ -72,6 +72,16 @@ func TestNPDEndToEnd(t *testing.T) {
 	smi := filepath.Join(t.TempDir(), "nvidia-smi")
 	require.NoError(t, os.WriteFile(smi, []byte("#!/bin/sh\ncase \"$1\" in --query-gpu=*) cat '"+captured+"';; *) cat '"+rows+"';; esac\n"), 0o755))
 
+	// gpu-recovery: another nvidia-smi, whose --query-gpu answer is a
+	// fixture file that first has the driver ask for a GPU reset
+	// (gpu_recovery_action "Reset"), its remapped rows healthy.
+	recovery := filepath.Join(root, "query-gpu-recovery.txt")
+	healthyRows := filepath.Join(root, "remapped-rows-healthy.txt")
+	writeFile(t, root, "/query-gpu-recovery.txt", readFixture(t, "query-gpu-h100x1-recovery-reset.txt"))
+	writeFile(t, root, "/remapped-rows-healthy.txt", "00000000:00:06.0, No, No, 0\n")
+	smiRecovery := filepath.Join(t.TempDir(), "nvidia-smi")
+	require.NoError(t, os.WriteFile(smiRecovery, []byte("#!/bin/sh\ncase \"$1\" in --query-gpu=*) cat '"+recovery+"';; *) cat '"+healthyRows+"';; esac\n"), 0o755))
+
 	configs := []string{
 		npdConfig(t, "xid.json", detect, root, "--state-dir="+stateDir, "--kmsg=/kmsg"),
 		npdConfig(t, "nfs.json", detect, root, "--state-dir="+stateDir, "--mountinfo=/proc/1/mountinfo",
@@ -79,6 +89,7 @@ func TestNPDEndToEnd(t *testing.T) {
 		npdConfig(t, "dstate.json", detect, root, "--state-dir="+stateDir, "--min-duration=0s",
 			"--kubeconfig="+env.Kubeconfig, "--kubelet-url=", "--node="+node),
 		npdConfig(t, "gpu-memory.json", detect, root, "--backend=nvidia-smi", "--nvidia-smi="+smi),
+		npdConfig(t, "gpu-recovery.json", detect, root, "--backend=nvidia-smi", "--nvidia-smi="+smiRecovery),
 	}
 	npd, err := env.StartProcess(localcluster.ProcessSpec{
 		Name: "node-problem-detector",
@@ -126,6 +137,7 @@ func TestNPDEndToEnd(t *testing.T) {
 	expect(v1alpha1.ConditionPodProcessesStuck, corev1.ConditionTrue, v1alpha1.ReasonDStateOrphans, podUID)
 	const gpuUUID = "GPU-179b83e0-c021-1d8e-a043-c3b3abb37ced"
 	expect(v1alpha1.ConditionGPUMemoryUnhealthy, corev1.ConditionTrue, v1alpha1.ReasonRowRemapFailed, gpuUUID)
+	expect(v1alpha1.ConditionGPURecoveryRequired, corev1.ConditionTrue, v1alpha1.ReasonResetRequired, "0000:00:06.0 ("+gpuUUID+")")
 
 	var n corev1.Node
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: node}, &n))
@@ -152,11 +164,21 @@ func TestNPDEndToEnd(t *testing.T) {
 		fmt.Sprintf("612 29 0:57 / /mnt/datasets rw,relatime shared:301 - nfs4 127.0.0.1:/export rw,vers=4.2,port=%d,addr=127.0.0.1\n", nfsPort))
 	writeProc(t, root, 4242, "python3", 'S', podUID)
 	writeFile(t, root, "/remapped-rows.txt", "00000000:00:06.0, No, No, 0\n")
+	writeFile(t, root, "/query-gpu-recovery.txt", readFixture(t, "query-gpu-h100x1-captured.txt"))
 
 	expect(v1alpha1.ConditionGPUXidError, corev1.ConditionFalse, "NoXidError", "")
 	expect(v1alpha1.ConditionNFSMountUnhealthy, corev1.ConditionFalse, "NFSMountsHealthy", "")
 	expect(v1alpha1.ConditionPodProcessesStuck, corev1.ConditionFalse, "NoStuckProcesses", "")
 	expect(v1alpha1.ConditionGPUMemoryUnhealthy, corev1.ConditionFalse, "GPUMemoryHealthy", "")
+	expect(v1alpha1.ConditionGPURecoveryRequired, corev1.ConditionFalse, "GPURecoveryNotRequired", "")
+}
+
+// readFixture is a file of detectors/testdata/gpu.
+func readFixture(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "detectors/testdata/gpu", name))
+	require.NoError(t, err)
+	return string(b)
 }
 
 const mountinfoBase = `22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw
