@@ -6,6 +6,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/detectors/plugin"
 	"github.com/kubemedic/kubemedic/detectors/reason"
+	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
 
 // LostInput is what DecideLost needs.
@@ -184,10 +185,35 @@ func DecideMemory(backend string, devs []Device, th Thresholds) plugin.Result {
 		}
 		return plugin.Unknown("cannot read %s%s: %s", bad[0].name(), more(len(bad)-1), why)
 	}
+	spare := spareRows(sorted)
 	if len(devs) == 1 {
-		return plugin.OK("1 GPU without memory faults (%s)", backend)
+		return plugin.OK("1 GPU without memory faults (%s)%s", backend, spare)
 	}
-	return plugin.OK("%d GPUs without memory faults (%s)", len(devs), backend)
+	return plugin.OK("%d GPUs without memory faults (%s)%s", len(devs), backend, spare)
+}
+
+// spareRows is "; N banks without spare rows on <GPU> (+M GPUs)" for the
+// first GPU by bus ID whose row remapper has banks with no spare row left,
+// or "" when none has. Not a fault (the GPU works), but the next
+// uncorrectable error in such a bank is a remap failure: it is kept on
+// the node, in the condition's message, where `kubemedic status
+// --hardware` shows it on the GPU's line (gpuhistory.ParseSpareRows).
+func spareRows(sorted []Device) string {
+	var first *Device
+	others := 0
+	for i := range sorted {
+		if b := sorted[i].BanksWithoutSpareRows; b.Known && b.Value > 0 {
+			if first == nil {
+				first = &sorted[i]
+			} else {
+				others++
+			}
+		}
+	}
+	if first == nil {
+		return ""
+	}
+	return "; " + gpuhistory.FormatSpareRows(first.BanksWithoutSpareRows.Value, first.nameAndUUID(), others)
 }
 
 // firstByName is the device with the least name (bus ID); devs is not

@@ -182,8 +182,11 @@ func TestDecideMemory(t *testing.T) {
 			d.UnrepairableMemory, d.SRAMThresholdExceeded, d.ChannelRepairPending = Flag{true, false}, Flag{true, false}, Flag{true, false}
 			d.Unsupported = []string{"unrepairable memory", "SRAM threshold", "repair status"}
 		})), th: th, want: plugin.OK("8 GPUs without memory faults (nvml)")},
-		{desc: "banks without spare rows are not a fault", devs: healthy(8, set(1, func(d *Device) { d.BanksWithoutSpareRows = Count{3, true} })), th: th,
-			want: plugin.OK("8 GPUs without memory faults (nvml)")},
+		{desc: "banks without spare rows are not a fault, and are said", devs: healthy(8, set(1, func(d *Device) { d.BanksWithoutSpareRows = Count{3, true} })), th: th,
+			want: plugin.OK("8 GPUs without memory faults (nvml); 3 banks without spare rows on 0000:2a:00.0 (GPU-d23f0824-128b-2f33-0c5c-7fd0a6a3a450)")},
+		{desc: "banks without spare rows on two GPUs", devs: healthy(8, set(5, func(d *Device) { d.BanksWithoutSpareRows = Count{1, true} }),
+			set(1, func(d *Device) { d.BanksWithoutSpareRows = Count{2, true} })), th: th,
+			want: plugin.OK("8 GPUs without memory faults (nvml); 2 banks without spare rows on 0000:2a:00.0 (GPU-d23f0824-128b-2f33-0c5c-7fd0a6a3a450) (+1 GPUs)")},
 		{desc: "a supported signal that cannot be read is Unknown", devs: healthy(8, set(2, func(d *Device) { d.ReadErr = "repair status: ERROR_UNKNOWN" })), th: th,
 			want: plugin.Unknown("cannot read 0000:3a:00.0: repair status: ERROR_UNKNOWN")},
 		{desc: "lost GPU is Unknown", devs: healthy(8, set(2, func(d *Device) { d.Lost, d.Err = true, "GPU is lost" })), th: th,

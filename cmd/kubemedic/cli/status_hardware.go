@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 )
@@ -75,9 +76,10 @@ type GPUHardware struct {
 	// there are none.
 	LastFault     *HardwareFault     `json:"lastFault,omitempty"`
 	LastOperation *HardwareOperation `json:"lastOperation,omitempty"`
-	// Notes is what more the history says about the GPU; for an unreadable
-	// history, the parse error naming the node and the annotation. Empty
-	// otherwise: the history records nothing more yet.
+	// Notes is what more is known about the GPU: for an unreadable
+	// history, the parse error naming the node and the annotation; else its
+	// memory banks without spare rows, as the gpu-memory check reports them
+	// in the node's GPUMemoryUnhealthy message. Empty otherwise.
 	Notes string `json:"notes"`
 }
 
@@ -121,10 +123,15 @@ func buildHardware(in statusInput, window time.Duration, now time.Time) Hardware
 	for i := range nodes {
 		n := &nodes[i]
 		raw, ok := n.Annotations[gpuhistory.Annotation]
-		if !ok {
+		spare, hasSpare := spareRowsOf(n)
+		if !ok && !hasSpare {
 			continue
 		}
 		quarantined := plan.Quarantined(n)
+		if !ok {
+			hw.GPUs = append(hw.GPUs, spareRowsOnly(n.Name, quarantined, spare))
+			continue
+		}
 		h, err := gpuhistory.Parse(raw)
 		if err != nil {
 			// Lost evidence must be loud: the node is listed and the exit
@@ -134,6 +141,7 @@ func buildHardware(in statusInput, window time.Duration, now time.Time) Hardware
 			hw.GPUs = append(hw.GPUs, GPUHardware{Node: n.Name, GPU: GPUUnreadable, Quarantined: quarantined, Notes: note})
 			continue
 		}
+		noted := !hasSpare
 		for _, s := range gpuhistory.Summary(h) {
 			g := GPUHardware{Node: n.Name, UUID: s.GPU.UUID, Bus: s.GPU.Bus, Quarantined: quarantined, Faults: s.Faults,
 				GPU: cmp.Or(s.GPU.UUID, s.GPU.Bus, GPUNodeWide)}
@@ -151,7 +159,13 @@ func buildHardware(in statusInput, window time.Duration, now time.Time) Hardware
 				g.LastOperation = &HardwareOperation{Time: metav1.NewTime(e.Time), Name: o.Name, Policy: o.Policy, Step: o.Step,
 					Operation: o.Operation, Outcome: o.Outcome}
 			}
+			if !noted && (spare.UUID != "" && g.UUID == spare.UUID || spare.UUID == "" && g.Bus == spare.Bus) {
+				g.Notes, noted = spareRowsNote(spare), true
+			}
 			hw.GPUs = append(hw.GPUs, g)
+		}
+		if !noted {
+			hw.GPUs = append(hw.GPUs, spareRowsOnly(n.Name, quarantined, spare))
 		}
 	}
 	// Stable: ties keep the node order and Summary's order within a node.
@@ -163,6 +177,31 @@ func buildHardware(in statusInput, window time.Duration, now time.Time) Hardware
 			cmp.Compare(a.Node, b.Node))
 	})
 	return hw
+}
+
+// spareRowsOf reads the gpu-memory check's note of banks without spare
+// rows from the node's GPUMemoryUnhealthy condition, whatever its status.
+func spareRowsOf(n *corev1.Node) (gpuhistory.SpareRows, bool) {
+	for _, c := range n.Status.Conditions {
+		if string(c.Type) == v1alpha1.ConditionGPUMemoryUnhealthy {
+			return gpuhistory.ParseSpareRows(c.Message)
+		}
+	}
+	return gpuhistory.SpareRows{}, false
+}
+
+func spareRowsNote(s gpuhistory.SpareRows) string {
+	note := fmt.Sprintf("%d banks without spare rows: the next uncorrectable error there is a remap failure", s.Banks)
+	if s.More > 0 {
+		note += fmt.Sprintf(" (%d more GPUs of the node have such banks; kubectl describe node)", s.More)
+	}
+	return note
+}
+
+// spareRowsOnly is the line of a GPU the history does not name, shown for
+// its banks without spare rows.
+func spareRowsOnly(node string, quarantined bool, s gpuhistory.SpareRows) GPUHardware {
+	return GPUHardware{Node: node, GPU: cmp.Or(s.UUID, s.Bus), UUID: s.UUID, Bus: s.Bus, Quarantined: quarantined, Notes: spareRowsNote(s)}
 }
 
 func unreadable(g GPUHardware) int {

@@ -235,6 +235,29 @@ func TestBuildHardware(t *testing.T) {
 					LastOperation: hwOp(39*time.Hour, "xid.gpu-a-0", "reset-gpu", gpuhistory.Succeeded)},
 			}
 		}),
+	}, {
+		desc: "banks without spare rows, from the gpu-memory check's message: on the GPU's line, or a line of their own",
+		in: func(t *testing.T) statusInput {
+			memory := func(n corev1.Node, msg string) corev1.Node {
+				n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: v1alpha1.ConditionGPUMemoryUnhealthy,
+					Status: corev1.ConditionFalse, Reason: "GPUMemoryHealthy", Message: msg})
+				return n
+			}
+			return statusInput{Server: "https://api.example:6443", Nodes: []corev1.Node{
+				memory(withHistory(node("gpu-a"), history(t, xidFault(time.Hour, bus3b, gpuA, 79))),
+					"8 GPUs without memory faults (nvml); 3 banks without spare rows on 0000:3b:00.0 ("+gpuA+")"),
+				memory(node("gpu-b"), "8 GPUs without memory faults (nvidia-smi); 1 banks without spare rows on 00000000:86:00.0 (+2 GPUs)"),
+				memory(node("gpu-c"), "8 GPUs without memory faults (nvml)"),
+			}}
+		},
+		want: emptyHardware(func(hw *Hardware) {
+			hw.GPUs = []GPUHardware{
+				{Node: "gpu-a", GPU: gpuA, UUID: gpuA, Bus: bus3b, Faults: 1, FailuresInWindow: 1, LastFault: hwXid(time.Hour, 79),
+					Notes: "3 banks without spare rows: the next uncorrectable error there is a remap failure"},
+				{Node: "gpu-b", GPU: bus86, Bus: bus86,
+					Notes: "1 banks without spare rows: the next uncorrectable error there is a remap failure (2 more GPUs of the node have such banks; kubectl describe node)"},
+			}
+		}),
 	}}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
