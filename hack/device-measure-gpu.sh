@@ -16,6 +16,11 @@
 #           rusage and nvmlcost are used from there when no C compiler or
 #           Go is present to build them
 #   OUT     directory for the log and raw samples (default: a temporary one)
+#   SMI_BACKEND  0 leaves out the binaries' --backend=nvidia-smi rows (default
+#           1); the nvidia-smi invocations alone are measured either way
+#   NVMLCOST_MODES  the nvmlcost modes measured (default "calls fields")
+#   DIAG    0 leaves out the slow diagnostics after the table: inittrace,
+#           LD_DEBUG, strace, ltrace, perf (default 1)
 #
 # kubemedic-detect needs cgo. A GPU machine without Go gets it built
 # elsewhere: CGO_ENABLED=1 go build -o bin/device/kubemedic-detect
@@ -31,6 +36,9 @@ cd "$(dirname "$0")/.."
 N=${N:-30}
 BIN=${BIN:-bin/device}
 OUT=${OUT:-$(mktemp -d)}
+SMI_BACKEND=${SMI_BACKEND:-1}
+NVMLCOST_MODES=${NVMLCOST_MODES:-calls fields}
+DIAG=${DIAG:-1}
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -89,26 +97,37 @@ for b in "${bins[@]}"; do
 	add "$l: no check (start-up only)" "$p"
 	add "$l: gpu --backend=nvml" "$p" gpu --backend=nvml --expected-gpus="$gpus"
 	add "$l: gpu-memory --backend=nvml" "$p" gpu-memory --backend=nvml
+	[ "$SMI_BACKEND" = 0 ] && continue
 	add "$l: gpu --backend=nvidia-smi" "$p" gpu --backend=nvidia-smi --expected-gpus="$gpus"
 	add "$l: gpu-memory --backend=nvidia-smi" "$p" gpu-memory --backend=nvidia-smi
 done
-# What one nvidia-smi costs alone: the query the nvidia-smi backend makes
-# for gpu (gpu-memory adds a --query-remapped-rows call).
+# What one nvidia-smi costs alone: each invocation the nvidia-smi backend
+# makes or might make. gpu runs the first; gpu-memory the second (the
+# verdict fields appended), --query-remapped-rows and, for the repair
+# status and unrepairable memory, which no --query-gpu field gives,
+# -q -d ECC. -q -x -d ECC is there to show whether this nvidia-smi takes
+# it (580 refuses -d with -x), and -q -x is the whole XML.
 if have nvidia-smi; then
-	add "nvidia-smi --query-gpu (the smi backend's 1st call)" nvidia-smi \
-		--query-gpu=index,pci.bus_id,uuid,ecc.errors.uncorrected.volatile.total,retired_pages.pending,retired_pages.sbe,retired_pages.dbe \
+	qbase=index,pci.bus_id,uuid,ecc.errors.uncorrected.volatile.total,retired_pages.pending,retired_pages.sbe,retired_pages.dbe
+	add "nvidia-smi --query-gpu (gpu's fields)" nvidia-smi --query-gpu=$qbase --format=csv,noheader
+	add "nvidia-smi --query-gpu (gpu-memory's, verdict fields too)" nvidia-smi \
+		--query-gpu=$qbase,gpu_recovery_action,ecc.errors.uncorrected.aggregate.sram.thresholdExceeded,remapped_rows.histogram.none \
 		--format=csv,noheader
-	add "nvidia-smi -q -x (the XML the smi backend reads repairs from)" nvidia-smi -q -x
+	add "nvidia-smi --query-remapped-rows" nvidia-smi \
+		--query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure,remapped_rows.uncorrectable --format=csv,noheader
+	add "nvidia-smi -q -d ECC" nvidia-smi -q -d ECC
+	add "nvidia-smi -q -x -d ECC" nvidia-smi -q -x -d ECC
+	add "nvidia-smi -q -x" nvidia-smi -q -x
 fi
 # The same NVML reads from a Go program with almost no imports
 # (test/scale/detect/nvmlcost): every signal gpu-memory will read, each
 # through its own call or the counters in one GetFieldValues, with and
 # without nvmlShutdown before exit.
 if [ -x "$work/nvmlcost" ]; then
-	add "nvmlcost: each signal its own call" "$work/nvmlcost" -mode=calls
-	add "nvmlcost: each signal its own call, no Shutdown" "$work/nvmlcost" -mode=calls -shutdown=false
-	add "nvmlcost: counters in one GetFieldValues" "$work/nvmlcost" -mode=fields
-	add "nvmlcost: one GetFieldValues, no Shutdown" "$work/nvmlcost" -mode=fields -shutdown=false
+	for m in $NVMLCOST_MODES; do
+		add "nvmlcost -mode=$m" "$work/nvmlcost" -mode="$m"
+		add "nvmlcost -mode=$m, no Shutdown" "$work/nvmlcost" -mode="$m" -shutdown=false
+	done
 fi
 
 say "one run of each (stdout, exit code)"
@@ -179,7 +198,7 @@ steps() {
 		}
 	}'
 }
-for m in calls fields; do
+for m in $NVMLCOST_MODES; do
 	say "where gpu-memory's time goes: NVML step by step, nvmlcost -mode=$m (one run in full, then the median of 20; CPU µs, wall µs)"
 	if [ -x "$work/nvmlcost" ]; then
 		"$work/nvmlcost" -mode=$m | sed 's/^/    /'
@@ -191,6 +210,11 @@ for m in calls fields; do
 done
 
 b0=${bins[0]#*=}
+if [ "$DIAG" = 0 ]; then
+	tar -C "$work" -czf "$OUT/raw.tar.gz" --exclude floor --exclude rusage --exclude nvmlcost . 2>/dev/null
+	say "done (DIAG=0: no diagnostics): log and raw samples in $OUT"
+	exit 0
+fi
 say "Go package inits (GODEBUG=inittrace=1, gpu-memory --backend=nvml; 10 runs: inits, sum of clock ms, median)"
 for r in $(seq 10); do
 	GODEBUG=inittrace=1 "$b0" gpu-memory --backend=nvml 2>&1 >/dev/null |

@@ -143,6 +143,43 @@ func TestNVMLMemoryValues(t *testing.T) {
 	require.Equal(t, "RowRemapFailed: row remap failed on 0000:b7:00.0 ("+dev(s, 6).UUID+"); replace GPU", r.Line())
 }
 
+// TestNVMLRetiredPagesOnlyWithoutRemapper: a GPU whose row remapper
+// answers (Ampere and later) is not asked for retired pages, which it does
+// not keep; one whose remapper is Not Supported (Volta, Turing) or fails
+// is, and its counts are read as before.
+func TestNVMLRetiredPagesOnlyWithoutRemapper(t *testing.T) {
+	s := dgx(t)
+	volta, failing := dev(s, 4), dev(s, 5)
+	volta.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, nvml.ERROR_NOT_SUPPORTED }
+	volta.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
+	volta.GetRetiredPagesFunc = func(nvml.PageRetirementCause) ([]uint64, nvml.Return) { return []uint64{0x1000}, nvml.SUCCESS }
+	failing.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, nvml.ERROR_UNKNOWN }
+	devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
+	require.NoError(t, err)
+
+	for i := range devs {
+		d := dev(s, i)
+		require.Len(t, d.GetRemappedRowsCalls(), 1, "GPU %d", i)
+		if i == 4 || i == 5 {
+			require.Len(t, d.GetRetiredPagesPendingStatusCalls(), 1, "GPU %d", i)
+			require.Len(t, d.GetRetiredPagesCalls(), 2, "GPU %d", i)
+			continue
+		}
+		require.Empty(t, d.GetRetiredPagesPendingStatusCalls(), "GPU %d remaps rows", i)
+		require.Empty(t, d.GetRetiredPagesCalls(), "GPU %d remaps rows", i)
+		require.Equal(t, Flag{}, devs[i].RetiredPagesPending)
+		require.Equal(t, Count{}, devs[i].RetiredPages)
+		require.Equal(t, Flag{false, true}, devs[i].RowRemapPending)
+		require.Equal(t, Recovery{RecoveryNone, true}, devs[i].RecoveryAction, "the five verdict reads are still made")
+		require.Equal(t, Count{0, true}, devs[i].BanksWithoutSpareRows)
+	}
+	require.Equal(t, Flag{false, true}, devs[4].RetiredPagesPending)
+	require.Equal(t, Count{2, true}, devs[4].RetiredPages)
+	require.Equal(t, Flag{}, devs[4].RowRemapPending)
+	require.Empty(t, devs[4].ReadErr)
+	require.Equal(t, "remapped rows: ERROR_UNKNOWN", devs[5].ReadErr, "retired pages Not Supported is N/A, the remapper's failure an error")
+}
+
 func TestNVMLLostDuringMemoryRead(t *testing.T) {
 	s := dgx(t)
 	dev(s, 0).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, nvml.ERROR_GPU_IS_LOST }
