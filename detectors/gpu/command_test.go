@@ -198,15 +198,18 @@ func TestCommandsEndToEnd(t *testing.T) {
 }
 
 // TestCapturedH100 runs gpu-memory on nvidia-smi output captured on a real
-// H100 (detectors/testdata/gpu/*-h100x1-captured.txt): healthy as
-// captured, then with the remapped-rows failure flag set to Yes. The
-// reset-gpu template's GPU_BUS_ID regex takes the bus ID from the line, and
-// gpuhistory.GPUFromMessage the bus ID and the UUID nvidia-smi printed.
+// H100 (detectors/testdata/gpu/*-h100x1-captured.*): healthy as captured,
+// then with the remapped-rows failure flag set to Yes, then with -q -d ECC
+// saying a repair is pending or the memory unrepairable, then with
+// -q -d ECC failing. The reset-gpu template's GPU_BUS_ID regex takes the
+// bus ID from the line, and gpuhistory.GPUFromMessage the bus ID and the
+// UUID nvidia-smi printed. Each run makes exactly the three invocations.
 func TestCapturedH100(t *testing.T) {
 	dir, err := filepath.Abs(filepath.Join("..", "testdata", "gpu"))
 	require.NoError(t, err)
-	gpu := filepath.Join(dir, "query-gpu-h100x1-captured.txt")
-	rows, err := os.ReadFile(filepath.Join(dir, "remapped-rows-h100x1-captured.txt"))
+	fx := func(name string) string { return filepath.Join(dir, name) }
+	gpu := fx("query-gpu-h100x1-captured.txt")
+	rows, err := os.ReadFile(fx("remapped-rows-h100x1-captured.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "00000000:00:06.0, No, No, 0\n", string(rows))
 	failed := filepath.Join(t.TempDir(), "remapped-rows-failed.txt")
@@ -216,29 +219,80 @@ func TestCapturedH100(t *testing.T) {
 		uuid = "GPU-179b83e0-c021-1d8e-a043-c3b3abb37ced"
 	)
 	busRe := templateBusRegex(t)
+	captured := fx("remapped-rows-h100x1-captured.txt")
+	eccCaptured := "cat '" + fx("nvidia-smi-q-d-ecc-h100x1-captured.txt") + "'"
 	for _, tc := range []struct {
 		desc string
 		rows string
+		ecc  string // the shell answer to -q -d ECC
 		code int
 		line string
 	}{
-		{"as captured", filepath.Join(dir, "remapped-rows-h100x1-captured.txt"), 0, "1 GPU without memory faults (nvidia-smi)"},
-		{"row remap failed", failed, 1, "RowRemapFailed: row remap failed on " + bus + " (" + uuid + "); replace GPU"},
+		{"as captured", captured, eccCaptured, 0, "1 GPU without memory faults (nvidia-smi)"},
+		{"row remap failed", failed, eccCaptured, 1, "RowRemapFailed: row remap failed on " + bus + " (" + uuid + "); replace GPU"},
+		{"unrepairable memory", captured, "cat '" + fx("nvidia-smi-q-d-ecc-h100x1-unrepairable.txt") + "'", 1,
+			"UnrepairableMemory: memory unrepairable on " + bus + " (" + uuid + "); replace GPU"},
+		{"channel repair pending", captured, "cat '" + fx("nvidia-smi-q-d-ecc-h100x1-channel-repair.txt") + "'", 1,
+			"RepairPending: channel or TPC repair pending on " + bus + " (" + uuid + "); reset GPU"},
+		{"TPC repair pending", captured, "cat '" + fx("nvidia-smi-q-d-ecc-h100x1-tpc-repair.txt") + "'", 1,
+			"RepairPending: channel or TPC repair pending on " + bus + " (" + uuid + "); reset GPU"},
+		{"-q -d ECC fails", captured, "echo 'Segmentation fault'; exit 139", 2,
+			"cannot read " + bus + ": nvidia-smi -q -d ECC: exit status 139: Segmentation fault"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			smi := writeScript(t, "case \"$1\" in --query-gpu=*) cat '"+gpu+"';; *) cat '"+tc.rows+"';; esac")
+			log := filepath.Join(t.TempDir(), "invocations")
+			smi := writeScript(t, "echo \"$*\" >> '"+log+"'\ncase \"$1\" in --query-gpu=*) cat '"+gpu+"';; --query-remapped-rows=*) cat '"+tc.rows+"';; -q) "+tc.ecc+";; *) exit 2;; esac")
 			var out, errOut bytes.Buffer
 			code := plugin.Main([]*plugin.Command{MemoryCommand()}, []string{"gpu-memory", "--backend=nvidia-smi", "--nvidia-smi=" + smi, "--root=" + t.TempDir()}, &out, &errOut)
 			require.Equal(t, tc.code, code, "stderr: %s", errOut.String())
 			line := strings.TrimSuffix(out.String(), "\n")
 			require.Equal(t, tc.line, line)
-			if tc.code == 0 {
+			require.Equal(t, []string{smiQueryAll, smiQueryRows, "-q -d ECC"}, invocations(t, log))
+			if tc.code != 1 {
 				return
 			}
 			require.Equal(t, []string{bus, bus}, busRe.FindStringSubmatch(line))
 			gotBus, gotUUID := gpuhistory.GPUFromMessage(line)
 			require.Equal(t, bus, gotBus)
 			require.Equal(t, uuid, gotUUID)
+		})
+	}
+}
+
+// The backends() the checks build: the memory checks (gpu-memory,
+// gpu-recovery) read the -q -d ECC section through nvidia-smi; the gpu
+// check, which asks no memory signal, runs one --query-gpu and nothing
+// else.
+func TestCommandsSMIInvocations(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("..", "testdata", "gpu"))
+	require.NoError(t, err)
+	fx := func(name string) string { return "'" + filepath.Join(dir, name) + "'" }
+	bs, err := (&backendOptions{backend: "nvidia-smi"}).backends(testEnv(t, ""))
+	require.NoError(t, err)
+	require.True(t, bs[0].(*SMI).ECCSection)
+	for _, tc := range []struct {
+		cmd     *plugin.Command
+		args    []string
+		line    string
+		invoked []string
+	}{
+		{Command(), []string{"--expected-gpus=8"}, "8 of 8 GPUs healthy (nvidia-smi)", []string{smiQueryBase}},
+		{MemoryCommand(), nil, "1 GPU without memory faults (nvidia-smi)", []string{smiQueryAll, smiQueryRows, "-q -d ECC"}},
+		{RecoveryCommand(), nil, "1 GPUs, the driver asks no recovery (nvidia-smi)", []string{smiQueryAll, smiQueryRows, "-q -d ECC"}},
+	} {
+		t.Run(tc.cmd.Name, func(t *testing.T) {
+			log := filepath.Join(t.TempDir(), "invocations")
+			smi := writeScript(t, "echo \"$*\" >> '"+log+"'\ncase \"$1\" in "+
+				smiQueryBase[:strings.Index(smiQueryBase, " ")]+") cat "+fx("query-gpu-h100x8-healthy.txt")+";; "+
+				"--query-gpu=*) cat "+fx("query-gpu-h100x1-captured.txt")+";; "+
+				"--query-remapped-rows=*) cat "+fx("remapped-rows-h100x1-captured.txt")+";; "+
+				"-q) cat "+fx("nvidia-smi-q-d-ecc-h100x1-captured.txt")+";; *) exit 2;; esac")
+			var out, errOut bytes.Buffer
+			args := append([]string{tc.cmd.Name, "--backend=nvidia-smi", "--nvidia-smi=" + smi, "--root=" + t.TempDir()}, tc.args...)
+			code := plugin.Main([]*plugin.Command{tc.cmd}, args, &out, &errOut)
+			require.Equal(t, 0, code, "stderr: %s", errOut.String())
+			require.Equal(t, tc.line+"\n", out.String())
+			require.Equal(t, tc.invoked, invocations(t, log))
 		})
 	}
 }

@@ -3,7 +3,6 @@ package gpu
 import (
 	"bytes"
 	"context"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"os"
@@ -27,10 +26,16 @@ var (
 		"--query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure,remapped_rows.uncorrectable",
 		smiFormat,
 	}
-	// smiQueryXML is the full XML dump, read only for the verdict signals
-	// that have no --query-gpu field (nvidia-smi 580 prints them only in
-	// -q and -q -x, and -d cannot be combined with -x).
-	smiQueryXML = []string{"-q", "-x"}
+	// smiQueryECC is -q's ECC section alone, read only for the verdict
+	// signals that have no --query-gpu field (channel/TPC repair pending,
+	// unrepairable memory): nvidia-smi 580 prints them only in -q and
+	// -q -x. It is text because nvidia-smi refuses -d with -x: driver
+	// 580.159.04 answers `-q -x -d ECC` with "Invalid combination of input
+	// arguments: --display/-d flags can not be combined with
+	// -x/--xml-format flags." and its -h says of -d "Doesn't work with -u
+	// or -x flags". The whole -q -x costs about 4x the NVML floor in CPU
+	// (docs/detectors.md, "Measurements").
+	smiQueryECC = []string{"-q", "-d", "ECC"}
 )
 
 // smiVerdictField is a --query-gpu field of the driver's own verdict
@@ -68,9 +73,9 @@ func smiQueryGPU(extra []smiVerdictField) []string {
 }
 
 // smiRecoveryGate is the verdict field whose rejection shows an
-// nvidia-smi too old for the -q -x verdict elements: channel and TPC
+// nvidia-smi too old for the -q -d ECC verdict lines: channel and TPC
 // repair pending need NVML 580, and every nvidia-smi that prints them
-// knows gpu_recovery_action.
+// knows gpu_recovery_action (and -d ECC, which is far older).
 const smiRecoveryGate = "gpu_recovery_action"
 
 // smiWaitDelay bounds how long we wait for nvidia-smi's output pipes to
@@ -86,11 +91,15 @@ type SMI struct {
 	Root host.Root
 	// Timeout bounds each run of nvidia-smi.
 	Timeout time.Duration
-	// XML makes the memory check also run `nvidia-smi -q -x`, the only
-	// nvidia-smi form of channel/TPC repair pending and unrepairable
-	// memory: a third process per run (a full dump of every GPU). Off,
-	// those signals are named in Device.Unsupported, never read.
-	XML bool
+	// ECCSection makes the memory checks (gpu-memory, gpu-recovery) also
+	// run `nvidia-smi -q -d ECC` (smiQueryECC), the only nvidia-smi form
+	// of channel/TPC repair pending and unrepairable memory: a third
+	// process per run, never run for the gpu check. Off, or when this
+	// nvidia-smi rejects smiRecoveryGate, those signals are named in
+	// Device.Unsupported, not read. On, a run that fails as a whole makes
+	// them a read error of every GPU (Unknown), never Unsupported; only a
+	// GPU whose section lacks a line or says N/A names it Unsupported.
+	ECCSection bool
 }
 
 // Name implements Backend.
@@ -99,10 +108,10 @@ func (*SMI) Name() string { return "nvidia-smi" }
 // Devices implements Backend. Without memory it runs one --query-gpu of
 // smiBaseFields. With memory it runs the --query-gpu with the verdict
 // fields appended (again without each field this nvidia-smi rejects),
-// then --query-remapped-rows, then, with XML, -q -x for channel/TPC
-// repair pending and unrepairable memory. When a later query fails while
-// the GPU query worked, the devices get a read error rather than the
-// whole call failing.
+// then --query-remapped-rows, then, with ECCSection, -q -d ECC for
+// channel/TPC repair pending and unrepairable memory. When a later query
+// fails while the GPU query worked, the devices get a read error rather
+// than the whole call failing.
 func (s *SMI) Devices(ctx context.Context, memory bool) ([]Device, error) {
 	path, err := findSMI(s.Path, s.Root)
 	if err != nil {
@@ -132,15 +141,15 @@ func (s *SMI) Devices(ctx context.Context, memory bool) ([]Device, error) {
 		rows, err = ParseRemappedRows(rout.output, rout.exitCode)
 	}
 	devs = mergeRemap(devs, rows, err)
-	if !s.XML || slices.Contains(rejected, smiRecoveryGate) {
-		return mergeXML(devs, nil, errSMIXMLSkipped), nil
+	if !s.ECCSection || slices.Contains(rejected, smiRecoveryGate) {
+		return mergeECC(devs, nil, errSMIECCSkipped), nil
 	}
-	var xdevs []Device
-	xout, err := s.run(ctx, path, smiQueryXML...)
+	var edevs []Device
+	eout, err := s.run(ctx, path, smiQueryECC...)
 	if err == nil {
-		xdevs, err = ParseQueryXML(xout.output, xout.exitCode)
+		edevs, err = ParseQueryECC(eout.output, eout.exitCode)
 	}
-	return mergeXML(devs, xdevs, err), nil
+	return mergeECC(devs, edevs, err), nil
 }
 
 // queryVerdict runs the memory check's --query-gpu. nvidia-smi answers a
@@ -417,81 +426,144 @@ func ParseRemappedRows(out []byte, exitCode int) ([]Device, error) {
 	})
 }
 
-// errSMIXMLSkipped marks the -q -x signals as Unsupported by this
-// backend, -q -x not run: SMI.XML is off, or nvidia-smi rejected
-// smiRecoveryGate and so predates them.
-var errSMIXMLSkipped = errors.New("nvidia-smi -q -x not run")
+// errSMIECCSkipped marks the -q -d ECC signals as Unsupported by this
+// backend, -q -d ECC not run: SMI.ECCSection is off, or nvidia-smi
+// rejected smiRecoveryGate and so predates them.
+var errSMIECCSkipped = errors.New("nvidia-smi -q -d ECC not run")
 
-// smiXMLLog is the part of `nvidia-smi -q -x` (nvsmi_device_v13.dtd) the
-// memory check reads: the verdict signals that have no --query-gpu field.
-// An element an older nvidia-smi does not print is nil.
-type smiXMLLog struct {
-	XMLName xml.Name `xml:"nvidia_smi_log"`
-	GPUs    []struct {
-		ID  string `xml:"id,attr"`
-		ECC struct {
-			ChannelRepairPending *string `xml:"channel_repair_pending"`
-			TPCRepairPending     *string `xml:"tpc_repair_pending"`
-			UnrepairableMemory   *string `xml:"unrepairable_memory"`
-		} `xml:"ecc_errors"`
-	} `xml:"gpu"`
+// smiECCLines are the lines of `nvidia-smi -q -d ECC` (smiQueryECC) under
+// "ECC Errors" that the memory checks read: the verdict signals that have
+// no --query-gpu field. Driver 580.159.04 prints them as
+// "Channel Repair Pending : No" (-q -x names them channel_repair_pending,
+// tpc_repair_pending and unrepairable_memory); an older nvidia-smi prints
+// no such line.
+var smiECCLines = []struct {
+	label  string // as nvidia-smi prints it
+	signal string
+	set    func(d *Device, f Flag)
+}{
+	{"Channel Repair Pending", SignalRepairStatus, func(d *Device, f Flag) { d.ChannelRepairPending = f }},
+	{"TPC Repair Pending", SignalRepairStatus, func(d *Device, f Flag) { d.TPCRepairPending = f }},
+	{"Unrepairable Memory", SignalUnrepairableMemory, func(d *Device, f Flag) { d.UnrepairableMemory = f }},
 }
 
-// ParseQueryXML parses the output of `nvidia-smi -q -x` (smiQueryXML)
-// with its exit code. The devices it returns carry only the bus ID,
-// channel and TPC repair pending, unrepairable memory, Unsupported (an
-// element that is missing or N/A) and lost/read errors. Output that is not
-// the XML log is an error.
-func ParseQueryXML(out []byte, exitCode int) ([]Device, error) {
-	var log smiXMLLog
-	if err := xml.NewDecoder(bytes.NewReader(out)).Decode(&log); err != nil {
-		if exitCode != 0 {
-			return nil, fmt.Errorf("exit status %d: %s", exitCode, clip(firstLine(out)))
+// ParseQueryECC parses the output (stdout then stderr) of
+// `nvidia-smi -q -d ECC` (smiQueryECC) with its exit code. Each GPU's
+// section starts with an unindented "GPU 00000000:00:06.0". The devices it
+// returns carry only the bus ID, channel and TPC repair pending,
+// unrepairable memory, Unsupported (a line that is missing, or N/A) and
+// lost/read errors: "GPU is lost" as a value marks the device lost, any
+// other value but Yes and No is a read error, and nvidia-smi's "Unable to
+// determine the device handle" lines are devices that are lost or
+// unusable. Output that is not nvidia-smi's -q log, a driver failure, or
+// a non-zero exit that the output does not explain is an error.
+func ParseQueryECC(out []byte, exitCode int) ([]Device, error) {
+	var (
+		devs      []Device
+		values    []map[string]string // per device; nil for a handle error
+		log       bool                // the "NVSMI LOG" banner was seen
+		noDevices bool
+	)
+	cur := -1 // the device whose section is being read
+	for _, raw := range strings.Split(strings.ReplaceAll(string(out), "\r", "\n"), "\n") {
+		line := strings.TrimSpace(raw)
+		if line == "" {
+			continue
 		}
-		return nil, fmt.Errorf("not nvidia-smi's XML log: %v", err)
-	}
-	devs := make([]Device, 0, len(log.GPUs))
-	for _, g := range log.GPUs {
-		bus, ok := NormalizeBusID(g.ID)
+		lower := strings.ToLower(line)
+		switch {
+		case strings.HasPrefix(lower, handleErrPrefix):
+			d, err := parseHandleErr(line)
+			if err != nil {
+				return nil, err
+			}
+			devs, values, cur = append(devs, d), append(values, nil), -1
+			continue
+		case strings.HasPrefix(lower, "no devices were found"):
+			noDevices = true
+			continue
+		case strings.Contains(lower, "nvsmi log"):
+			log = true
+			continue
+		}
+		for _, f := range smiFatal {
+			if strings.Contains(lower, f) {
+				return nil, errors.New(line)
+			}
+		}
+		if rest, ok := strings.CutPrefix(raw, "GPU "); ok {
+			bus, ok := NormalizeBusID(strings.TrimSpace(rest))
+			if !ok {
+				return nil, fmt.Errorf("bad PCI bus ID in %q", clip(line))
+			}
+			devs, values = append(devs, Device{Index: -1, BusID: bus}), append(values, map[string]string{})
+			cur = len(devs) - 1
+			continue
+		}
+		if cur < 0 {
+			continue // the log's header: timestamp, driver version
+		}
+		key, val, ok := strings.Cut(line, ":")
 		if !ok {
-			return nil, fmt.Errorf("bad PCI bus ID %q", g.ID)
+			continue
 		}
-		d := Device{Index: -1, BusID: bus}
+		key = strings.ToLower(strings.TrimSpace(key))
+		if _, seen := values[cur][key]; !seen {
+			values[cur][key] = strings.TrimSpace(val)
+		}
+	}
+	if !log && len(devs) == 0 && !noDevices {
+		switch {
+		case exitCode != 0 && len(bytes.TrimSpace(out)) == 0:
+			return nil, fmt.Errorf("exit status %d and no output", exitCode)
+		case exitCode != 0:
+			return nil, fmt.Errorf("exit status %d: %s", exitCode, clip(firstLine(out)))
+		case len(bytes.TrimSpace(out)) == 0:
+			return nil, errors.New("no output")
+		}
+		return nil, fmt.Errorf("not nvidia-smi's -q log: %s", clip(firstLine(out)))
+	}
+	if exitCode != 0 && !noDevices && !slices.ContainsFunc(devs, func(d Device) bool { return !d.Usable() }) {
+		return nil, fmt.Errorf("exit status %d: %s", exitCode, clip(firstLine(out)))
+	}
+	for i := range devs {
+		if values[i] == nil {
+			continue
+		}
+		d := &devs[i]
 		var fv fieldReader
-		read := func(name, signal string, v *string) Flag {
-			if v == nil || fv.unsupported(*v) {
-				d.Unsupported = appendSignal(d.Unsupported, signal)
-				return Flag{}
-			}
-			switch w := strings.TrimSpace(*v); strings.ToLower(w) {
-			case "yes", "no":
-				return fv.verdictFlag(name, w)
+		for _, l := range smiECCLines {
+			v, ok := values[i][strings.ToLower(l.label)]
+			var f Flag
+			switch {
+			case !ok || fv.unsupported(v):
+				d.Unsupported = appendSignal(d.Unsupported, l.signal)
+			case strings.EqualFold(v, "yes"), strings.EqualFold(v, "no"):
+				f = fv.verdictFlag(l.label, v)
 			default:
-				// -q -x writes errors without brackets: "GPU is
-				// lost" marks the device lost, anything else is a
-				// read error.
-				fv.special(name, "["+w+"]")
-				return Flag{}
+				// -q writes errors without brackets: "GPU is lost"
+				// marks the device lost, anything else is a read
+				// error.
+				fv.special(l.label, "["+strings.Trim(v, "[]")+"]")
 			}
+			l.set(d, f)
 		}
-		d.ChannelRepairPending = read("channel_repair_pending", "repair status", g.ECC.ChannelRepairPending)
-		d.TPCRepairPending = read("tpc_repair_pending", "repair status", g.ECC.TPCRepairPending)
-		d.UnrepairableMemory = read("unrepairable_memory", "unrepairable memory", g.ECC.UnrepairableMemory)
-		fv.apply(&d)
-		devs = append(devs, d)
+		fv.apply(d)
 	}
 	return devs, nil
 }
 
-// mergeXML copies the -q -x answers into the devices by bus ID. When the
-// query failed (xmlErr), every usable device gets a read error, or, for
-// errSMIXMLSkipped, names the signals Unsupported. A usable device missing
-// from the XML gets a read error.
-func mergeXML(devs, xdevs []Device, xmlErr error) []Device {
+// mergeECC copies the -q -d ECC answers into the devices by bus ID. When
+// the query failed as a whole (eccErr: an exit status or output it does
+// not explain, a timeout), every usable device gets a read error: the
+// signals were not read, which is not the driver lacking them. For
+// errSMIECCSkipped they are named Unsupported instead. A usable device
+// missing from the output gets a read error.
+func mergeECC(devs, edevs []Device, eccErr error) []Device {
 	out := append([]Device(nil), devs...)
 	byBus := map[string]Device{}
-	for _, x := range xdevs {
-		byBus[x.BusID] = x
+	for _, e := range edevs {
+		byBus[e.BusID] = e
 	}
 	for i := range out {
 		d := &out[i]
@@ -499,27 +571,27 @@ func mergeXML(devs, xdevs []Device, xmlErr error) []Device {
 			continue
 		}
 		switch {
-		case errors.Is(xmlErr, errSMIXMLSkipped):
-			d.Unsupported = appendSignal(appendSignal(d.Unsupported, "repair status"), "unrepairable memory")
+		case errors.Is(eccErr, errSMIECCSkipped):
+			d.Unsupported = appendSignal(appendSignal(d.Unsupported, SignalRepairStatus), SignalUnrepairableMemory)
 			continue
-		case xmlErr != nil:
-			d.ReadErr = joinErr(d.ReadErr, "nvidia-smi -q -x: "+xmlErr.Error())
+		case eccErr != nil:
+			d.ReadErr = joinErr(d.ReadErr, "nvidia-smi -q -d ECC: "+eccErr.Error())
 			continue
 		}
-		x, ok := byBus[d.BusID]
+		e, ok := byBus[d.BusID]
 		if !ok {
-			d.ReadErr = joinErr(d.ReadErr, "nvidia-smi -q -x: GPU not listed")
+			d.ReadErr = joinErr(d.ReadErr, "nvidia-smi -q -d ECC: GPU not listed")
 			continue
 		}
-		if x.Lost || x.Err != "" {
-			d.Lost, d.Err = x.Lost, x.Err
+		if e.Lost || e.Err != "" {
+			d.Lost, d.Err = e.Lost, e.Err
 			continue
 		}
-		d.ChannelRepairPending, d.TPCRepairPending, d.UnrepairableMemory = x.ChannelRepairPending, x.TPCRepairPending, x.UnrepairableMemory
-		for _, sig := range x.Unsupported {
+		d.ChannelRepairPending, d.TPCRepairPending, d.UnrepairableMemory = e.ChannelRepairPending, e.TPCRepairPending, e.UnrepairableMemory
+		for _, sig := range e.Unsupported {
 			d.Unsupported = appendSignal(d.Unsupported, sig)
 		}
-		d.ReadErr = joinErr(d.ReadErr, x.ReadErr)
+		d.ReadErr = joinErr(d.ReadErr, e.ReadErr)
 	}
 	return out
 }
@@ -666,7 +738,7 @@ type fieldReader struct {
 }
 
 // unsupported reports a value that says the GPU or driver lacks the
-// field: "[N/A]", "[Not Supported]", and N/A as -q -x writes it.
+// field: "[N/A]", "[Not Supported]", and N/A as -q writes it.
 func (r *fieldReader) unsupported(v string) bool {
 	switch strings.ToLower(strings.Trim(strings.TrimSpace(v), "[]")) {
 	case "n/a", "not supported", "not available":

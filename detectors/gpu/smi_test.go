@@ -283,11 +283,12 @@ func TestFindSMI(t *testing.T) {
 // smiFake is an nvidia-smi standing in for a real one, answering from
 // fixtures: --query-gpu from gpu (or, when the query names a field in
 // reject, that field's rejection as an older nvidia-smi prints it, exit
-// status 2), --query-remapped-rows from rows, -q -x from xml ("" exits 1
-// with "Segmentation fault"). It logs each invocation's arguments, one
+// status 2), --query-remapped-rows from rows, -q -d ECC from ecc (""
+// prints "Segmentation fault" and exits 139; a name starting with "exit
+// N " prints the rest of the name's fixture and exits N; "hang" sleeps). It logs each invocation's arguments, one
 // line each, to the file that log returns.
 type smiFake struct {
-	gpu, rows, xml string
+	gpu, rows, ecc string
 	reject         []string
 }
 
@@ -311,10 +312,15 @@ func (f smiFake) script(t *testing.T) (path, log string) {
 		b.WriteString("\tcase \"$1\" in *" + name + "*) cat " + fx(smiRejection[name]) + "; exit 2;; esac\n")
 	}
 	b.WriteString("\tcat " + fx(f.gpu) + ";;\n--query-remapped-rows=*) cat " + fx(f.rows) + ";;\n")
-	if f.xml != "" {
-		b.WriteString("-q) cat " + fx(f.xml) + ";;\n")
-	} else {
+	switch code, name, _ := strings.Cut(strings.TrimPrefix(f.ecc, "exit "), " "); {
+	case f.ecc == "":
 		b.WriteString("-q) echo 'Segmentation fault'; exit 139;;\n")
+	case f.ecc == "hang":
+		b.WriteString("-q) exec sleep 30;;\n")
+	case strings.HasPrefix(f.ecc, "exit "):
+		b.WriteString("-q) cat " + fx(name) + "; exit " + code + ";;\n")
+	default:
+		b.WriteString("-q) cat " + fx(f.ecc) + ";;\n")
 	}
 	b.WriteString("*) exit 1;;\nesac\n")
 	return writeScript(t, b.String()), log
@@ -373,8 +379,8 @@ func TestSMIVerdict(t *testing.T) {
 		edit(&v)
 		return v
 	}
-	h100Fake := func(gpu, xml string) smiFake {
-		return smiFake{gpu: gpu, rows: "remapped-rows-h100x1-captured.txt", xml: xml}
+	h100Fake := func(gpu, ecc string) smiFake {
+		return smiFake{gpu: gpu, rows: "remapped-rows-h100x1-captured.txt", ecc: ecc}
 	}
 	// The baselines: what the same fixtures gave before issue 19, read
 	// with the queries of then.
@@ -393,81 +399,103 @@ func TestSMIVerdict(t *testing.T) {
 	v100x8 := parse("query-gpu-v100x8-healthy.txt", "remapped-rows-v100x8-na.txt")
 	a100x1 := parse("query-gpu-a100x1-verdict-na.txt", "remapped-rows-a100x1-healthy.txt")
 	v100x1 := parse("query-gpu-v100x1-verdict-na.txt", "remapped-rows-v100x1-na.txt")
-	xmlOn := []string{smiQueryAll, smiQueryRows, "-q -x"}
+	eccOn := []string{smiQueryAll, smiQueryRows, "-q -d ECC"}
 
 	for _, tc := range []struct {
 		desc    string
 		fake    smiFake
-		noXML   bool
+		noECC   bool
+		timeout time.Duration
 		want    verdict
 		old     []Device // the evidence read before issue 19, every GPU
 		invoked []string
 	}{
-		{desc: "H100 as captured", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
-			want: healthy, old: []Device{h100}, invoked: xmlOn},
-		{desc: "H100 without -q -x", fake: h100Fake("query-gpu-h100x1-captured.txt", ""), noXML: true,
+		{desc: "H100 as captured", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
+			want: healthy, old: []Device{h100}, invoked: eccOn},
+		{desc: "H100 without -q -d ECC (ECCSection off)", fake: h100Fake("query-gpu-h100x1-captured.txt", ""), noECC: true,
 			want: with(func(v *verdict) {
 				v.ChannelRepair, v.TPCRepair, v.Unrepairable = Flag{}, Flag{}, Flag{}
 				v.Unsupported = []string{"repair status", "unrepairable memory"}
 			}), old: []Device{h100}, invoked: []string{smiQueryAll, smiQueryRows}},
-		{desc: "recovery action Reset", fake: h100Fake("query-gpu-h100x1-recovery-reset.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
-			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryGPUReset, true} }), old: []Device{h100}, invoked: xmlOn},
-		{desc: "recovery action Reboot", fake: h100Fake("query-gpu-h100x1-recovery-reboot.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
-			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryNodeReboot, true} }), old: []Device{h100}, invoked: xmlOn},
-		{desc: "recovery action Drain P2P", fake: h100Fake("query-gpu-h100x1-recovery-drain-p2p.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
-			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryDrainP2P, true} }), old: []Device{h100}, invoked: xmlOn},
-		{desc: "recovery action Drain and Reset", fake: h100Fake("query-gpu-h100x1-recovery-drain-and-reset.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
-			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryDrainAndReset, true} }), old: []Device{h100}, invoked: xmlOn},
-		{desc: "recovery action Unknown Error is a read error", fake: h100Fake("query-gpu-h100x1-recovery-unknown-error.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
+		{desc: "recovery action Reset", fake: h100Fake("query-gpu-h100x1-recovery-reset.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
+			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryGPUReset, true} }), old: []Device{h100}, invoked: eccOn},
+		{desc: "recovery action Reboot", fake: h100Fake("query-gpu-h100x1-recovery-reboot.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
+			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryNodeReboot, true} }), old: []Device{h100}, invoked: eccOn},
+		{desc: "recovery action Drain P2P", fake: h100Fake("query-gpu-h100x1-recovery-drain-p2p.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
+			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryDrainP2P, true} }), old: []Device{h100}, invoked: eccOn},
+		{desc: "recovery action Drain and Reset", fake: h100Fake("query-gpu-h100x1-recovery-drain-and-reset.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
+			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryDrainAndReset, true} }), old: []Device{h100}, invoked: eccOn},
+		{desc: "recovery action Unknown Error is a read error", fake: h100Fake("query-gpu-h100x1-recovery-unknown-error.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
 			want: with(func(v *verdict) {
 				v.Recovery = Recovery{}
 				v.ReadErr = "gpu_recovery_action: [Unknown Error]"
-			}), old: []Device{h100}, invoked: xmlOn},
-		{desc: "SRAM threshold exceeded", fake: h100Fake("query-gpu-h100x1-sram-threshold.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
-			want: with(func(v *verdict) { v.SRAM = Flag{true, true} }), old: []Device{h100}, invoked: xmlOn},
-		{desc: "banks without spare rows", fake: h100Fake("query-gpu-h100x1-banks-none.txt", "nvidia-smi-q-x-h100x1-captured.xml"),
-			want: with(func(v *verdict) { v.BanksWithoutSpareRows = Count{3, true} }), old: []Device{h100}, invoked: xmlOn},
-		{desc: "channel repair pending", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-channel-repair.xml"),
-			want: with(func(v *verdict) { v.ChannelRepair = Flag{true, true} }), old: []Device{h100}, invoked: xmlOn},
-		{desc: "TPC repair pending", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-tpc-repair.xml"),
-			want: with(func(v *verdict) { v.TPCRepair = Flag{true, true} }), old: []Device{h100}, invoked: xmlOn},
-		{desc: "unrepairable memory", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-unrepairable.xml"),
-			want: with(func(v *verdict) { v.Unrepairable = Flag{true, true} }), old: []Device{h100}, invoked: xmlOn},
-		{desc: "unrepairable memory Unknown Error is a read error", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-unrepairable-unknown-error.xml"),
+			}), old: []Device{h100}, invoked: eccOn},
+		{desc: "SRAM threshold exceeded", fake: h100Fake("query-gpu-h100x1-sram-threshold.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
+			want: with(func(v *verdict) { v.SRAM = Flag{true, true} }), old: []Device{h100}, invoked: eccOn},
+		{desc: "banks without spare rows", fake: h100Fake("query-gpu-h100x1-banks-none.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
+			want: with(func(v *verdict) { v.BanksWithoutSpareRows = Count{3, true} }), old: []Device{h100}, invoked: eccOn},
+		{desc: "channel repair pending", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-d-ecc-h100x1-channel-repair.txt"),
+			want: with(func(v *verdict) { v.ChannelRepair = Flag{true, true} }), old: []Device{h100}, invoked: eccOn},
+		{desc: "TPC repair pending", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-d-ecc-h100x1-tpc-repair.txt"),
+			want: with(func(v *verdict) { v.TPCRepair = Flag{true, true} }), old: []Device{h100}, invoked: eccOn},
+		{desc: "unrepairable memory", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-d-ecc-h100x1-unrepairable.txt"),
+			want: with(func(v *verdict) { v.Unrepairable = Flag{true, true} }), old: []Device{h100}, invoked: eccOn},
+		{desc: "unrepairable memory Unknown Error is a read error", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-d-ecc-h100x1-unrepairable-unknown-error.txt"),
 			want: with(func(v *verdict) {
 				v.Unrepairable = Flag{}
-				v.ReadErr = "unrepairable_memory: [Unknown Error]"
-			}), old: []Device{h100}, invoked: xmlOn},
-		{desc: "-q -x without the repair elements: an older nvidia-smi", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-x-h100x1-no-repair-elements.xml"),
+				v.ReadErr = "Unrepairable Memory: [Unknown Error]"
+			}), old: []Device{h100}, invoked: eccOn},
+		{desc: "-q -d ECC without the repair lines: an older nvidia-smi", fake: h100Fake("query-gpu-h100x1-captured.txt", "nvidia-smi-q-d-ecc-h100x1-no-repair-lines.txt"),
 			want: with(func(v *verdict) {
 				v.ChannelRepair, v.TPCRepair, v.Unrepairable = Flag{}, Flag{}, Flag{}
 				v.Unsupported = []string{"repair status", "unrepairable memory"}
-			}), old: []Device{h100}, invoked: xmlOn},
-		{desc: "-q -x fails: read error, the rest kept", fake: h100Fake("query-gpu-h100x1-captured.txt", ""),
+			}), old: []Device{h100}, invoked: eccOn},
+		{desc: "-q -d ECC crashes: read error, the rest kept", fake: h100Fake("query-gpu-h100x1-captured.txt", ""),
 			want: with(func(v *verdict) {
 				v.ChannelRepair, v.TPCRepair, v.Unrepairable = Flag{}, Flag{}, Flag{}
-				v.ReadErr = "nvidia-smi -q -x: exit status 139: Segmentation fault"
-			}), old: []Device{h100}, invoked: xmlOn},
+				v.ReadErr = "nvidia-smi -q -d ECC: exit status 139: Segmentation fault"
+			}), old: []Device{h100}, invoked: eccOn},
+		{desc: "-q -d ECC refused (as driver 580 refuses -q -x -d ECC): read error, the rest kept",
+			fake: h100Fake("query-gpu-h100x1-captured.txt", "exit 2 nvidia-smi-q-x-d-ecc-rejected.txt"),
+			want: with(func(v *verdict) {
+				v.ChannelRepair, v.TPCRepair, v.Unrepairable = Flag{}, Flag{}, Flag{}
+				v.ReadErr = "nvidia-smi -q -d ECC: exit status 2: Invalid combination of input arguments: --display/-d flags can not be combined with -x/--xml-format flags."
+			}), old: []Device{h100}, invoked: eccOn},
+		{desc: "-q -d ECC answers something else: read error, the rest kept",
+			fake: h100Fake("query-gpu-h100x1-captured.txt", "remapped-rows-h100x1-captured.txt"),
+			want: with(func(v *verdict) {
+				v.ChannelRepair, v.TPCRepair, v.Unrepairable = Flag{}, Flag{}, Flag{}
+				v.ReadErr = "nvidia-smi -q -d ECC: not nvidia-smi's -q log: 00000000:00:06.0, No, No, 0"
+			}), old: []Device{h100}, invoked: eccOn},
+		{desc: "-q -d ECC times out: read error, the rest kept", fake: h100Fake("query-gpu-h100x1-captured.txt", "hang"), timeout: time.Second,
+			want: with(func(v *verdict) {
+				v.ChannelRepair, v.TPCRepair, v.Unrepairable = Flag{}, Flag{}, Flag{}
+				v.ReadErr = "nvidia-smi -q -d ECC: nvidia-smi: no answer in 1s"
+			}), old: []Device{h100}, invoked: eccOn},
 		{desc: "A100 whose nvidia-smi rejects gpu_recovery_action",
-			fake: smiFake{gpu: "query-gpu-a100x8-no-recovery-action.txt", rows: "remapped-rows-a100x8-healthy.txt", xml: "nvidia-smi-q-x-h100x1-captured.xml", reject: []string{"gpu_recovery_action"}},
+			fake: smiFake{gpu: "query-gpu-a100x8-no-recovery-action.txt", rows: "remapped-rows-a100x8-healthy.txt", ecc: "nvidia-smi-q-d-ecc-h100x1-captured.txt", reject: []string{"gpu_recovery_action"}},
 			want: verdict{SRAM: Flag{false, true}, BanksWithoutSpareRows: Count{0, true}, Unsupported: []string{"recovery action", "repair status", "unrepairable memory"}},
 			old:  a100x8, invoked: []string{smiQueryAll, smiQueryNoRecover, smiQueryRows}},
 		{desc: "V100 whose nvidia-smi rejects every verdict field",
 			fake: smiFake{gpu: "query-gpu-v100x8-healthy.txt", rows: "remapped-rows-v100x8-na.txt", reject: []string{"gpu_recovery_action", "ecc.errors.uncorrected.aggregate.sram.thresholdExceeded", "remapped_rows.histogram.none"}},
 			want: verdict{Unsupported: []string{"recovery action", "SRAM threshold", "row remapper histogram", "repair status", "unrepairable memory"}},
 			old:  v100x8, invoked: []string{smiQueryAll, smiQueryNoRecover, smiQueryNoSRAM, smiQueryBase, smiQueryRows}},
-		{desc: "A100: recovery action and -q -x verdict N/A",
-			fake: smiFake{gpu: "query-gpu-a100x1-verdict-na.txt", rows: "remapped-rows-a100x1-healthy.txt", xml: "nvidia-smi-q-x-a100x1-na.xml"},
+		{desc: "A100: recovery action and the -q -d ECC verdict N/A",
+			fake: smiFake{gpu: "query-gpu-a100x1-verdict-na.txt", rows: "remapped-rows-a100x1-healthy.txt", ecc: "nvidia-smi-q-d-ecc-a100x1-na.txt"},
 			want: verdict{SRAM: Flag{false, true}, BanksWithoutSpareRows: Count{0, true}, Unsupported: []string{"recovery action", "repair status", "unrepairable memory"}},
-			old:  a100x1, invoked: xmlOn},
+			old:  a100x1, invoked: eccOn},
 		{desc: "V100 on a new driver: no row remapping, no SRAM status",
-			fake: smiFake{gpu: "query-gpu-v100x1-verdict-na.txt", rows: "remapped-rows-v100x1-na.txt", xml: "nvidia-smi-q-x-v100x1-na.xml"},
+			fake: smiFake{gpu: "query-gpu-v100x1-verdict-na.txt", rows: "remapped-rows-v100x1-na.txt", ecc: "nvidia-smi-q-d-ecc-v100x1-na.txt"},
 			want: verdict{Recovery: Recovery{RecoveryNone, true}, Unsupported: []string{"SRAM threshold", "row remapper histogram", "repair status", "unrepairable memory"}},
-			old:  v100x1, invoked: xmlOn},
+			old:  v100x1, invoked: eccOn},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			path, log := tc.fake.script(t)
-			s := &SMI{Path: path, Timeout: 5 * time.Second, XML: !tc.noXML}
+			timeout := 5 * time.Second
+			if tc.timeout != 0 {
+				timeout = tc.timeout
+			}
+			s := &SMI{Path: path, Timeout: timeout, ECCSection: !tc.noECC}
 			devs, err := s.Devices(context.Background(), true)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, verdictOf(devs[0]))
@@ -488,7 +516,7 @@ func TestSMIVerdict(t *testing.T) {
 // and reads no verdict field.
 func TestSMIVerdictNotForGPUCheck(t *testing.T) {
 	path, log := smiFake{gpu: "query-gpu-h100x8-healthy.txt"}.script(t)
-	devs, err := (&SMI{Path: path, Timeout: 5 * time.Second, XML: true}).Devices(context.Background(), false)
+	devs, err := (&SMI{Path: path, Timeout: 5 * time.Second, ECCSection: true}).Devices(context.Background(), false)
 	require.NoError(t, err)
 	require.Len(t, devs, 8)
 	require.Equal(t, verdict{}, verdictOf(devs[0]))
@@ -523,22 +551,105 @@ func TestSMIRejectedFields(t *testing.T) {
 	}
 }
 
-func TestParseQueryXML(t *testing.T) {
-	devs, err := ParseQueryXML(fixture(t, "nvidia-smi-q-x-h100x1-captured.xml"), 0)
-	require.NoError(t, err)
-	require.Equal(t, []Device{{Index: -1, BusID: "0000:00:06.0", ChannelRepairPending: Flag{false, true}, TPCRepairPending: Flag{false, true}, UnrepairableMemory: Flag{false, true}}}, devs)
+// TestParseQueryECC reads `nvidia-smi -q -d ECC` (the real H100 section
+// and variants derived from it, detectors/testdata/gpu/README.md) into
+// exactly these devices, or fails as a whole.
+func TestParseQueryECC(t *testing.T) {
+	captured := string(fixture(t, "nvidia-smi-q-d-ecc-h100x1-captured.txt"))
+	const bus = "0000:00:06.0"
+	no := Flag{false, true}
+	h100 := func(edit func(d *Device)) []Device {
+		d := Device{Index: -1, BusID: bus, ChannelRepairPending: no, TPCRepairPending: no, UnrepairableMemory: no}
+		if edit != nil {
+			edit(&d)
+		}
+		return []Device{d}
+	}
+	notRead := func(bus string) []Device {
+		return []Device{{Index: -1, BusID: bus, Unsupported: []string{SignalRepairStatus, SignalUnrepairableMemory}}}
+	}
+	lostLine := "Unable to determine the device handle for GPU 0000:3A:00.0: GPU is lost. Reboot the system to recover this GPU\n"
+	for _, tc := range []struct {
+		desc    string
+		out     string
+		exit    int
+		want    []Device
+		wantErr string
+	}{
+		{desc: "H100 as captured", out: captured, want: h100(nil)},
+		{desc: "CRLF", out: strings.ReplaceAll(captured, "\n", "\r\n"), want: h100(nil)},
+		{desc: "channel repair pending", out: string(fixture(t, "nvidia-smi-q-d-ecc-h100x1-channel-repair.txt")),
+			want: h100(func(d *Device) { d.ChannelRepairPending = Flag{true, true} })},
+		{desc: "TPC repair pending", out: string(fixture(t, "nvidia-smi-q-d-ecc-h100x1-tpc-repair.txt")),
+			want: h100(func(d *Device) { d.TPCRepairPending = Flag{true, true} })},
+		{desc: "unrepairable memory", out: string(fixture(t, "nvidia-smi-q-d-ecc-h100x1-unrepairable.txt")),
+			want: h100(func(d *Device) { d.UnrepairableMemory = Flag{true, true} })},
+		{desc: "Unknown Error is a read error", out: string(fixture(t, "nvidia-smi-q-d-ecc-h100x1-unrepairable-unknown-error.txt")),
+			want: h100(func(d *Device) { d.UnrepairableMemory, d.ReadErr = Flag{}, "Unrepairable Memory: [Unknown Error]" })},
+		{desc: "GPU is lost as a value", out: strings.Replace(captured, "TPC Repair Pending                             : No", "TPC Repair Pending                             : GPU is lost", 1),
+			want: h100(func(d *Device) { d.TPCRepairPending, d.Lost, d.Err = Flag{}, true, "GPU is lost" })},
+		{desc: "an older nvidia-smi prints no repair lines", out: string(fixture(t, "nvidia-smi-q-d-ecc-h100x1-no-repair-lines.txt")), want: notRead(bus)},
+		{desc: "A100: N/A", out: string(fixture(t, "nvidia-smi-q-d-ecc-a100x1-na.txt")), want: notRead("0000:07:00.0")},
+		{desc: "V100: N/A", out: string(fixture(t, "nvidia-smi-q-d-ecc-v100x1-na.txt")), want: notRead("0000:15:00.0")},
+		{desc: "a lost GPU beside a healthy one", out: lostLine + captured, exit: 15,
+			want: append([]Device{{Index: -1, BusID: "0000:3a:00.0", Lost: true, Err: "GPU is lost. Reboot the system to recover this GPU"}}, h100(nil)...)},
+		{desc: "no devices", out: "No devices were found\n", exit: 6, want: nil},
+		{desc: "-d refused with -x (driver 580.159.04)", out: string(fixture(t, "nvidia-smi-q-x-d-ecc-rejected.txt")), exit: 2,
+			wantErr: "exit status 2: Invalid combination of input arguments: --display/-d flags can not be combined with -x/--xml-format flags."},
+		{desc: "healthy log but exit status 3", out: captured, exit: 3, wantErr: "exit status 3: ==============NVSMI LOG=============="},
+		{desc: "driver failure", out: "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n", exit: 9,
+			wantErr: "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."},
+		{desc: "CSV", out: "00000000:00:06.0, No, No, 0\n", wantErr: "not nvidia-smi's -q log: 00000000:00:06.0, No, No, 0"},
+		{desc: "empty", out: "", wantErr: "no output"},
+		{desc: "empty, exit status 1", out: "", exit: 1, wantErr: "exit status 1 and no output"},
+		{desc: "bad bus ID", out: "==============NVSMI LOG==============\nGPU nonsense\n", wantErr: `bad PCI bus ID in "GPU nonsense"`},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			devs, err := ParseQueryECC([]byte(tc.out), tc.exit)
+			if tc.wantErr != "" {
+				require.EqualError(t, err, tc.wantErr)
+				require.Nil(t, devs)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, devs)
+		})
+	}
+}
 
-	lost := strings.Replace(string(fixture(t, "nvidia-smi-q-x-h100x1-captured.xml")), "<unrepairable_memory>No<", "<unrepairable_memory>GPU is lost<", 1)
-	devs, err = ParseQueryXML([]byte(lost), 0)
-	require.NoError(t, err)
-	require.True(t, devs[0].Lost)
-
-	_, err = ParseQueryXML([]byte("00000000:00:06.0, No, No, 0\n"), 0)
-	require.ErrorContains(t, err, "not nvidia-smi's XML log")
-	_, err = ParseQueryXML([]byte("No devices were found\n"), 6)
-	require.EqualError(t, err, "exit status 6: No devices were found")
-	_, err = ParseQueryXML([]byte(`<nvidia_smi_log><gpu id="nonsense"></gpu></nvidia_smi_log>`), 0)
-	require.ErrorContains(t, err, "bad PCI bus ID")
+// FuzzParseQueryECC: the -q -d ECC parser must not panic, returns devices
+// or an error, and every device has a normalised bus ID and a reason when
+// lost.
+func FuzzParseQueryECC(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("..", "testdata", "gpu", "nvidia-smi-q-*.txt"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, 0)
+		f.Add(b, 15)
+	}
+	f.Fuzz(func(t *testing.T, out []byte, exit int) {
+		devs, err := ParseQueryECC(out, exit)
+		if err != nil {
+			if devs != nil {
+				t.Fatalf("devices and an error: %v", err)
+			}
+			return
+		}
+		for _, d := range devs {
+			if n, ok := NormalizeBusID(d.BusID); !ok || n != d.BusID {
+				t.Fatalf("bus ID %q not normalised", d.BusID)
+			}
+			if d.Lost && d.Err == "" {
+				t.Fatalf("lost device without a reason: %+v", d)
+			}
+		}
+	})
 }
 
 func TestParseQueryGPUVerdictColumns(t *testing.T) {

@@ -112,7 +112,7 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 		require.NoError(t, err)
 		return b
 	}
-	smi := &gpu.SMI{Path: filepath.Join(r.Dir, rootSMI), Root: host.Root(r.Dir), Timeout: 10 * time.Second}
+	smi := &gpu.SMI{Path: filepath.Join(r.Dir, rootSMI), Root: host.Root(r.Dir), Timeout: 10 * time.Second, ECCSection: true}
 	listed := func(memory bool) []gpu.Device {
 		devs, err := smi.Devices(context.Background(), memory)
 		require.NoError(t, err)
@@ -128,7 +128,36 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 		require.Equal(t, gpu.RecoveryNone, d.RecoveryAction.Action, "the driver asks no recovery")
 		require.True(t, d.RecoveryAction.Known)
 		require.NotContains(t, d.Unsupported, gpu.SignalRecoveryAction)
+		// Read through -q -d ECC, as on a real H100: known, healthy.
+		require.Empty(t, d.Unsupported)
+		require.Equal(t, gpu.Flag{Known: true}, d.ChannelRepairPending)
+		require.Equal(t, gpu.Flag{Known: true}, d.TPCRepairPending)
+		require.Equal(t, gpu.Flag{Known: true}, d.UnrepairableMemory)
 	}
+	require.Equal(t, plugin.StatusOK, gpu.DecideMemory("nvidia-smi", devs, gpu.Thresholds{DBE: 1}).Status)
+	// Each GPU's -q -d ECC section is the one captured on the H100.
+	captured, err := os.ReadFile(filepath.Join("..", "..", "detectors", "testdata", "gpu", "nvidia-smi-q-d-ecc-h100x1-captured.txt"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(captured), "GPU 00000000:00:06.0\n")
+	require.True(t, ok)
+	require.Equal(t, section, smiECCHealthy)
+	eccLog := func() ([]gpu.Device, int) {
+		out, err := exec.Command(smi.Path, "-q", "-d", "ECC").Output()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		devs, err := gpu.ParseQueryECC(out, code)
+		require.NoError(t, err)
+		return devs, code
+	}
+	eccDevs, code := eccLog()
+	require.Zero(t, code)
+	require.Len(t, eccDevs, 8)
+	_, err = exec.Command(smi.Path, "-q", "-x").CombinedOutput()
+	require.Error(t, err, "only -q -d ECC is answered")
 	require.Equal(t, plugin.StatusOK, gpu.DecideRecovery("nvidia-smi", devs).Status)
 	out, err := exec.Command(smi.Path, "--query-gpu=index,uuid,clocks.sm", "--format=csv,noheader").CombinedOutput()
 	require.Error(t, err)
@@ -146,6 +175,10 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 	require.NoError(t, r.LoseGPU(1))
 	require.Len(t, listed(false), 7, "a lost GPU is not listed")
 	require.Len(t, listed(true), 7)
+	eccDevs, code = eccLog()
+	require.Equal(t, 15, code, "nvidia-smi exits 15 when it cannot get a GPU's handle")
+	require.Len(t, eccDevs, 8)
+	require.Equal(t, gpu.Device{Index: -1, BusID: "0000:20:00.0", Lost: true, Err: "GPU is lost. Reboot the system to recover this GPU"}, eccDevs[1])
 
 	mounts, err := nfs.ParseMountinfo("mountinfo", read(rootMountinfo))
 	require.NoError(t, err)

@@ -20,6 +20,7 @@ const (
 	rootSMI       = "/usr/bin/nvidia-smi"
 	rootSMIGPUs   = "/demo/nvidia-smi/query-gpu.csv"
 	rootSMIRemap  = "/demo/nvidia-smi/query-remapped-rows.csv"
+	rootSMIECC    = "/demo/nvidia-smi/q-d-ecc.txt"
 	// rootStateDir is kubemedic-detect's --state-dir inside the root, where
 	// the reset-gpu template records a reset (xid-resets/<bus>).
 	rootStateDir = "/var/lib/kubemedic/detect"
@@ -57,10 +58,16 @@ var smiGPUFields = []struct{ name, healthy string }{
 // fields asked, in the order asked, from the columns of rootSMIGPUs (named
 // by smiGPUFields), and refuses a field it does not know with nvidia-smi's
 // own message, which the nvidia-smi backend reads as a field this driver
-// lacks; --query-remapped-rows prints rootSMIRemap. Anything else is
+// lacks; --query-remapped-rows prints rootSMIRemap; `-q -d ECC` prints
+// rootSMIECC, exiting 15 when it names a lost GPU. Anything else is
 // refused the way nvidia-smi refuses an unknown option.
 var fakeNVIDIASMI = `#!/bin/sh
 root=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "$*" = "-q -d ECC" ]; then
+  cat "$root/demo/nvidia-smi/q-d-ecc.txt" || exit 1
+  if grep -q '^Unable to determine the device handle' "$root/demo/nvidia-smi/q-d-ecc.txt"; then exit 15; fi
+  exit 0
+fi
 for a in "$@"; do
   case "$a" in
     --query-gpu=*) exec awk -v want="${a#--query-gpu=}" -v known="` + smiFieldNames() + `" '
@@ -173,6 +180,7 @@ func (r *FakeRoot) Reboot() error {
 		{rootMountinfo, r.mountinfo()},
 		{rootSMIGPUs, r.queryGPU()},
 		{rootSMIRemap, r.queryRemap()},
+		{rootSMIECC, r.queryECC()},
 	} {
 		if err := r.write(f.path, f.content, 0o644); err != nil {
 			return err
@@ -234,6 +242,9 @@ func (r *FakeRoot) LoseGPU(gpu int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lost[gpu] = true
+	if err := r.write(rootSMIECC, r.queryECC(), 0o644); err != nil {
+		return err
+	}
 	return r.write(rootSMIGPUs, r.queryGPU(), 0o644)
 }
 
@@ -299,6 +310,56 @@ func (r *FakeRoot) queryRemap() string {
 		if !r.lost[g.Index] {
 			fmt.Fprintf(&b, "%s, No, No, 0\n", g.Bus)
 		}
+	}
+	return b.String()
+}
+
+// smiECCHealthy is a healthy GPU's section of `nvidia-smi -q -d ECC` as
+// driver 580.159.04 prints it on an H100
+// (detectors/testdata/gpu/nvidia-smi-q-d-ecc-h100x1-captured.txt), after
+// its "GPU <bus>" line: no repair pending, memory repairable.
+const smiECCHealthy = `    ECC Mode
+        Current                                        : Enabled
+        Pending                                        : Enabled
+    ECC Errors
+        Volatile
+            SRAM Correctable                           : 0
+            SRAM Uncorrectable Parity                  : 0
+            SRAM Uncorrectable SEC-DED                 : 0
+            DRAM Correctable                           : 0
+            DRAM Uncorrectable                         : 0
+        Aggregate
+            SRAM Correctable                           : 0
+            SRAM Uncorrectable Parity                  : 0
+            SRAM Uncorrectable SEC-DED                 : 0
+            DRAM Correctable                           : 0
+            DRAM Uncorrectable                         : 0
+            SRAM Threshold Exceeded                    : No
+        Aggregate Uncorrectable SRAM Sources
+            SRAM L2                                    : 0
+            SRAM SM                                    : 0
+            SRAM Microcontroller                       : 0
+            SRAM PCIE                                  : 0
+            SRAM Other                                 : 0
+        Channel Repair Pending                         : No
+        TPC Repair Pending                             : No
+        Unrepairable Memory                            : No
+
+`
+
+// queryECC is rootSMIECC, nvidia-smi's `-q -d ECC` log: a healthy section
+// for each GPU on the bus, and for a lost GPU the line nvidia-smi prints
+// when it cannot get the GPU's handle. r.mu is held.
+func (r *FakeRoot) queryECC() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n==============NVSMI LOG==============\n\n%-55s: %s\n%-55s: 580.159.04\n%-55s: 13.0\n\n%-55s: %d\n",
+		"Timestamp", r.bootTime.UTC().Format("Mon Jan  2 15:04:05 2006"), "Driver Version", "CUDA Version", "Attached GPUs", len(r.GPUs))
+	for _, g := range r.GPUs {
+		if r.lost[g.Index] {
+			fmt.Fprintf(&b, "Unable to determine the device handle for GPU %s: GPU is lost. Reboot the system to recover this GPU\n", g.Bus)
+			continue
+		}
+		fmt.Fprintf(&b, "GPU %s\n%s", g.Bus, smiECCHealthy)
 	}
 	return b.String()
 }

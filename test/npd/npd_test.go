@@ -69,8 +69,11 @@ func TestNPDEndToEnd(t *testing.T) {
 	captured := filepath.Join(repoRoot(t), "detectors/testdata/gpu/query-gpu-h100x1-captured.txt")
 	rows := filepath.Join(root, "remapped-rows.txt")
 	writeFile(t, root, "/remapped-rows.txt", "00000000:00:06.0, No, Yes, 1\n")
+	// Both answer -q -d ECC (channel/TPC repair pending, unrepairable
+	// memory) with the healthy section captured on the same H100.
+	ecc := filepath.Join(repoRoot(t), "detectors/testdata/gpu/nvidia-smi-q-d-ecc-h100x1-captured.txt")
 	smi := filepath.Join(t.TempDir(), "nvidia-smi")
-	require.NoError(t, os.WriteFile(smi, []byte("#!/bin/sh\ncase \"$1\" in --query-gpu=*) cat '"+captured+"';; *) cat '"+rows+"';; esac\n"), 0o755))
+	require.NoError(t, os.WriteFile(smi, []byte("#!/bin/sh\ncase \"$1\" in --query-gpu=*) cat '"+captured+"';; -q) cat '"+ecc+"';; *) cat '"+rows+"';; esac\n"), 0o755))
 
 	// gpu-recovery: another nvidia-smi, whose --query-gpu answer is a
 	// fixture file that first has the driver ask for a GPU reset
@@ -80,7 +83,7 @@ func TestNPDEndToEnd(t *testing.T) {
 	writeFile(t, root, "/query-gpu-recovery.txt", readFixture(t, "query-gpu-h100x1-recovery-reset.txt"))
 	writeFile(t, root, "/remapped-rows-healthy.txt", "00000000:00:06.0, No, No, 0\n")
 	smiRecovery := filepath.Join(t.TempDir(), "nvidia-smi")
-	require.NoError(t, os.WriteFile(smiRecovery, []byte("#!/bin/sh\ncase \"$1\" in --query-gpu=*) cat '"+recovery+"';; *) cat '"+healthyRows+"';; esac\n"), 0o755))
+	require.NoError(t, os.WriteFile(smiRecovery, []byte("#!/bin/sh\ncase \"$1\" in --query-gpu=*) cat '"+recovery+"';; -q) cat '"+ecc+"';; *) cat '"+healthyRows+"';; esac\n"), 0o755))
 
 	configs := []string{
 		npdConfig(t, "xid.json", detect, root, "--state-dir="+stateDir, "--kmsg=/kmsg"),
