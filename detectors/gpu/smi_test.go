@@ -577,6 +577,10 @@ func TestParseQueryECC(t *testing.T) {
 		wantErr string
 	}{
 		{desc: "H100 as captured", out: captured, want: h100(nil)},
+		// `nvidia-smi -q -d ECC` itself, captured on a real H200 (driver
+		// 580.159.04) on 2026-11-26: the section parses as the cut H100
+		// capture does.
+		{desc: "H200 -q -d ECC as captured", out: string(fixture(t, "nvidia-smi-q-d-ecc-h200x1-captured.txt")), want: h100(nil)},
 		{desc: "CRLF", out: strings.ReplaceAll(captured, "\n", "\r\n"), want: h100(nil)},
 		{desc: "channel repair pending", out: string(fixture(t, "nvidia-smi-q-d-ecc-h100x1-channel-repair.txt")),
 			want: h100(func(d *Device) { d.ChannelRepairPending = Flag{true, true} })},
