@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -50,7 +49,12 @@ func (r *OperationReconciler) excludeGPU(ctx context.Context, op *v1alpha1.NodeO
 		reason = op.Spec.Trigger.Reason
 	}
 	rule := devicetaint.Rule(devicetaint.Device{Driver: d.Driver, Pool: d.Pool, Name: d.Name}, op.Spec.NodeName, op.Status.GPU.UUID, op.Name, reason)
-	return devicetaint.Apply(ctx, r.Client, rule)
+	if op.Status.Phase == v1alpha1.PhaseSkipped {
+		// Excluded at the per-GPU attempt cap: for good, not until the
+		// next repair of the node.
+		rule.Annotations[devicetaint.AnnotationPermanent] = op.Name
+	}
+	return devicetaint.Apply(ctx, r.Client, r.Reader, rule)
 }
 
 // includeGPU removes the DeviceTaintRule of the operation's GPU after a
@@ -59,7 +63,11 @@ func (r *OperationReconciler) includeGPU(ctx context.Context, op *v1alpha1.NodeO
 	if !r.DRA || op.Status.GPU == nil || op.Status.GPU.UUID == "" {
 		return nil
 	}
-	return devicetaint.Remove(ctx, r.Client, op.Spec.NodeName, op.Status.GPU.UUID)
+	removed, err := devicetaint.Remove(ctx, r.Client, r.Reader, op.Spec.NodeName, op.Status.GPU.UUID)
+	if err == nil && !removed {
+		log.FromContext(ctx).Info("Keeping the GPU's DeviceTaintRule: it excludes the GPU for good (per-GPU attempt cap); a human removes it", "gpu", op.Status.GPU.UUID)
+	}
+	return err
 }
 
 // xidRe finds an Xid number in a condition message ("Xid 79", "Xid: 79").
@@ -122,7 +130,7 @@ func (r *OperationReconciler) recordHistory(ctx context.Context, before v1alpha1
 			log.FromContext(ctx).Error(err, "Not recording the GPU history: the node's annotation does not parse; fix or remove it", "annotation", gpuhistory.Annotation, "entry", e)
 			return nil
 		}
-		if has(h, e) {
+		if gpuhistory.Has(h, e) {
 			return nil
 		}
 		enc, err := gpuhistory.Add(h, e, r.Clock.Now()).Encode()
@@ -138,19 +146,4 @@ func (r *OperationReconciler) recordHistory(ctx context.Context, before v1alpha1
 		}
 		return nil
 	})
-}
-
-// has reports whether h already holds e: the same operation, or the same
-// fault (condition and time) of the same GPU.
-func has(h gpuhistory.History, e gpuhistory.Entry) bool {
-	for _, x := range h.Entries {
-		switch {
-		case e.Operation != nil && x.Operation != nil && x.Operation.Name == e.Operation.Name:
-			return true
-		case e.Fault != nil && x.Fault != nil && x.Fault.Condition == e.Fault.Condition &&
-			x.Time.Equal(e.Time.UTC().Truncate(time.Second)) && (e.Key() == x.Key() || e.Key().Matches(x)):
-			return true
-		}
-	}
-	return false
 }

@@ -64,13 +64,13 @@ func TestHistoryEntry(t *testing.T) {
 			require.Equal(t, *tc.want, e)
 			// Recorded once: a retried pass finds it and adds nothing.
 			h := gpuhistory.Add(gpuhistory.History{}, e, t0)
-			require.True(t, has(h, e))
+			require.True(t, gpuhistory.Has(h, e))
 			other := e
 			other.Time = e.Time.Add(time.Minute)
 			if other.Operation != nil {
 				other.Operation = &gpuhistory.Operation{Name: "another", Operation: "reboot", Outcome: gpuhistory.Failed}
 			}
-			require.False(t, has(h, other), "a different entry is not taken for this one")
+			require.False(t, gpuhistory.Has(h, other), "a different entry is not taken for this one")
 		})
 	}
 }

@@ -225,7 +225,18 @@ func (r *OperationReconciler) observe(ctx context.Context, op *v1alpha1.NodeOper
 			break
 		}
 		if tpl := st.in.Template; tpl != nil && tpl.Spec.MachineKind() != "" {
-			st.in.Machine, err = r.Machines.Observe(ctx, tpl, op, node)
+			// From the API server: the BMC's request marker is on the
+			// Node, and a cache that has not seen it yet (a retry right
+			// after a failed status write) would power-cycle it twice.
+			fresh := &corev1.Node{}
+			if gerr := r.Reader.Get(ctx, client.ObjectKey{Name: op.Spec.NodeName}, fresh); apierrors.IsNotFound(gerr) {
+				fresh = nil
+			} else if gerr != nil {
+				err = fmt.Errorf("get node %s: %w", op.Spec.NodeName, gerr)
+				break
+			}
+			st.in.Node = fresh
+			st.in.Machine, err = r.Machines.Observe(ctx, tpl, op, fresh)
 		} else {
 			st.in.Pod, err = r.operationPod(ctx, op)
 		}

@@ -245,7 +245,11 @@ func Served(dc discovery.DiscoveryInterface) (bool, error) {
 // Apply creates r, or updates the rule of the same name when its spec,
 // labels or annotations differ from r's; a rule that is already as r is
 // left alone. The taint's timeAdded, which the API server sets, is kept.
-func Apply(ctx context.Context, c client.Client, r *resourcev1beta2.DeviceTaintRule) error {
+//
+// The existing rule is read through reader, which must not be a cache: a
+// cached client would start an informer for DeviceTaintRules, which the
+// remediator may not list or watch, and wait for it for ever.
+func Apply(ctx context.Context, c client.Client, reader client.Reader, r *resourcev1beta2.DeviceTaintRule) error {
 	err := c.Create(ctx, r.DeepCopy())
 	if err == nil || !apierrors.IsAlreadyExists(err) {
 		if err != nil {
@@ -254,7 +258,7 @@ func Apply(ctx context.Context, c client.Client, r *resourcev1beta2.DeviceTaintR
 		return nil
 	}
 	var cur resourcev1beta2.DeviceTaintRule
-	if err := c.Get(ctx, client.ObjectKey{Name: r.Name}, &cur); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Name: r.Name}, &cur); err != nil {
 		return fmt.Errorf("get DeviceTaintRule %s: %w", r.Name, err)
 	}
 	want := cur.DeepCopy()
@@ -277,11 +281,29 @@ func Apply(ctx context.Context, c client.Client, r *resourcev1beta2.DeviceTaintR
 	return nil
 }
 
-// Remove deletes the rule of (node, uuid); one that does not exist is fine.
-func Remove(ctx context.Context, c client.Client, node, uuid string) error {
-	r := &resourcev1beta2.DeviceTaintRule{ObjectMeta: metav1.ObjectMeta{Name: RuleName(node, uuid)}}
-	if err := c.Delete(ctx, r); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete DeviceTaintRule %s: %w", r.Name, err)
+// AnnotationPermanent on a rule says it excludes the GPU for good (the
+// per-GPU attempt cap): a later repair does not remove it; a human does.
+const AnnotationPermanent = "kubemedic.io/exclusion-permanent"
+
+// Remove deletes the rule of (node, uuid) unless it is permanent
+// (AnnotationPermanent); one that does not exist is fine. The rule is read
+// through reader (not a cache, see Apply) and deleted with its
+// resourceVersion as a precondition, so a rule made permanent meanwhile is
+// not deleted. removed is false when a permanent rule was kept.
+func Remove(ctx context.Context, c client.Client, reader client.Reader, node, uuid string) (removed bool, err error) {
+	var cur resourcev1beta2.DeviceTaintRule
+	if err := reader.Get(ctx, client.ObjectKey{Name: RuleName(node, uuid)}, &cur); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("get DeviceTaintRule %s: %w", RuleName(node, uuid), err)
 	}
-	return nil
+	if cur.Annotations[AnnotationPermanent] != "" {
+		return false, nil
+	}
+	rv := cur.ResourceVersion
+	if err := c.Delete(ctx, &cur, client.Preconditions{ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
+		return false, fmt.Errorf("delete DeviceTaintRule %s: %w", cur.Name, err)
+	}
+	return true, nil
 }

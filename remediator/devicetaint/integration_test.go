@@ -55,7 +55,7 @@ func TestDeviceTaintRuleOnOneGPU(t *testing.T) {
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: node}, &before))
 
 	rule := devicetaint.Rule(dev, node, bad, "replace-gpu-abcde", "XID 79: GPU has fallen off the bus")
-	require.NoError(t, devicetaint.Apply(ctx, env.Client, rule))
+	require.NoError(t, devicetaint.Apply(ctx, env.Client, env.Client, rule))
 
 	var got resourcev1beta2.DeviceTaintRule
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: devicetaint.RuleName(node, bad)}, &got))
@@ -68,13 +68,13 @@ func TestDeviceTaintRuleOnOneGPU(t *testing.T) {
 	require.Equal(t, "replace-gpu-abcde", got.Annotations[devicetaint.AnnotationOperation])
 
 	// Applying again, with the UUID in another form, changes nothing.
-	require.NoError(t, devicetaint.Apply(ctx, env.Client, devicetaint.Rule(dev, node, bad[len("GPU-"):], "replace-gpu-abcde", "XID 79: GPU has fallen off the bus")))
+	require.NoError(t, devicetaint.Apply(ctx, env.Client, env.Client, devicetaint.Rule(dev, node, bad[len("GPU-"):], "replace-gpu-abcde", "XID 79: GPU has fallen off the bus")))
 	var again resourcev1beta2.DeviceTaintRule
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(&got), &again))
 	require.Equal(t, got.ResourceVersion, again.ResourceVersion, "a second Apply of the same rule must not write")
 
 	// A new reason updates the rule in place; the taint's timeAdded stays.
-	require.NoError(t, devicetaint.Apply(ctx, env.Client, devicetaint.Rule(dev, node, bad, "replace-gpu-fghij", "row remap failure")))
+	require.NoError(t, devicetaint.Apply(ctx, env.Client, env.Client, devicetaint.Rule(dev, node, bad, "replace-gpu-fghij", "row remap failure")))
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(&got), &again))
 	require.Equal(t, "row-remap-failure", again.Spec.Taint.Value)
 	require.Equal(t, "replace-gpu-fghij", again.Annotations[devicetaint.AnnotationOperation])
@@ -90,10 +90,23 @@ func TestDeviceTaintRuleOnOneGPU(t *testing.T) {
 	require.False(t, n.Spec.Unschedulable)
 	require.Equal(t, before.Spec, n.Spec)
 
-	require.NoError(t, devicetaint.Remove(ctx, env.Client, node, bad))
+	removed, err := devicetaint.Remove(ctx, env.Client, env.Client, node, bad)
+	require.NoError(t, err)
+	require.True(t, removed)
 	err = env.Client.Get(ctx, client.ObjectKeyFromObject(&got), &again)
 	require.True(t, apierrors.IsNotFound(err), "rule still there after Remove: %v", err)
-	require.NoError(t, devicetaint.Remove(ctx, env.Client, node, bad), "removing a removed rule is fine")
+	removed, err = devicetaint.Remove(ctx, env.Client, env.Client, node, bad)
+	require.NoError(t, err, "removing a removed rule is fine")
+	require.True(t, removed)
+
+	// A permanent rule (the per-GPU cap) is kept by a repair.
+	perm := devicetaint.Rule(dev, node, bad, "capped-op", "GPUAttemptCapReached")
+	perm.Annotations[devicetaint.AnnotationPermanent] = "capped-op"
+	require.NoError(t, devicetaint.Apply(ctx, env.Client, env.Client, perm))
+	removed, err = devicetaint.Remove(ctx, env.Client, env.Client, node, bad)
+	require.NoError(t, err)
+	require.False(t, removed)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: devicetaint.RuleName(node, bad)}, &got), "a permanent rule stays")
 }
 
 func TestServedWithoutDRA(t *testing.T) {

@@ -396,18 +396,52 @@ func FailuresInWindow(h History, gpu GPUKey, window time.Duration, now time.Time
 	return n
 }
 
-// FaultsInWindow counts the fault entries about gpu in the window before
-// now, with FailuresInWindow's window rule: the count for the per-GPU
-// attempt cap (attemptCap.maxFailuresPerGPU). Operations are not counted:
-// one fault whose reset and reboot both failed is one failure of the GPU.
+// IncidentGap: faults of one GPU under other conditions closer together
+// than this are one incident, as when one Xid 79 raises GPUXidError,
+// GPULost and GPURecoveryRequired at once, each recorded by its own
+// operation. The same condition again is a new incident, however soon.
+const IncidentGap = time.Minute
+
+// FaultsInWindow counts the incidents of gpu in the window before now:
+// its fault entries, where one within IncidentGap of the incident's first
+// fault under a condition the incident has not seen yet joins it, with
+// FailuresInWindow's window rule. It is the count for the per-GPU attempt
+// cap (attemptCap.maxFailuresPerGPU). Operations are not counted: one
+// fault whose reset and reboot both failed is one failure of the GPU.
 func FaultsInWindow(h History, gpu GPUKey, window time.Duration, now time.Time) int {
 	n := 0
+	var start time.Time
+	seen := map[string]bool{}
 	for _, e := range h.Entries {
-		if e.Fault != nil && gpu.Matches(e) && now.Sub(e.Time) < window {
-			n++
+		if e.Fault == nil || !gpu.Matches(e) || now.Sub(e.Time) >= window {
+			continue
 		}
+		if n > 0 && e.Time.Sub(start) < IncidentGap && !seen[e.Fault.Condition] {
+			seen[e.Fault.Condition] = true
+			continue
+		}
+		n++
+		start = e.Time
+		seen = map[string]bool{e.Fault.Condition: true}
 	}
 	return n
+}
+
+// Has reports whether h already holds e: the same operation (by name), or
+// a fault of the same condition at the same time (to the second) about
+// the same GPU. Writers use it so that a retried write adds nothing.
+func Has(h History, e Entry) bool {
+	t := e.Time.UTC().Truncate(time.Second)
+	for _, x := range h.Entries {
+		switch {
+		case e.Operation != nil && x.Operation != nil && x.Operation.Name == e.Operation.Name:
+			return true
+		case e.Fault != nil && x.Fault != nil && x.Fault.Condition == e.Fault.Condition &&
+			x.Time.Equal(t) && (e.Key() == x.Key() || e.Key().Matches(x)):
+			return true
+		}
+	}
+	return false
 }
 
 // GPUSummary is one GPU's history in brief, for `kubemedic status

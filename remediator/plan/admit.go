@@ -223,6 +223,14 @@ func gpuAttemptCap(p *Policy, op *v1alpha1.NodeOperation, node *corev1.Node, now
 		return Admission{Verdict: Skip, Reason: v1alpha1.ReasonGPUAttemptCapReached, ExcludeGPU: true,
 			Message: fmt.Sprintf("policy %s: cannot read node %s's GPU history (annotation %s) to count GPU %s's faults: %v", p.Name(), node.Name, gpuhistory.Annotation, key, err)}, true
 	}
+	if tr := op.Spec.Trigger; tr != nil {
+		// This operation's own fault counts, whether or not the history
+		// write that records it is in the node object read.
+		own := gpuhistory.Entry{Time: tr.LastTransitionTime.Time, UUID: g.UUID, Bus: g.BusID, Fault: &gpuhistory.Fault{Condition: tr.Type}}
+		if !gpuhistory.Has(h, own) {
+			h = gpuhistory.Add(h, own, now)
+		}
+	}
 	n := gpuhistory.FaultsInWindow(h, key, window, now)
 	if n < int(*c.MaxFailuresPerGPU) {
 		return Admission{}, false

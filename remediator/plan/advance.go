@@ -425,11 +425,13 @@ func (t *transition) next() {
 }
 
 // gpuScoped reports whether the operation acts on one GPU the trigger names
-// by UUID: it is not a quarantine, and its template (read in Cordoning)
-// does not reboot, power-cycle or replace the whole node.
+// by UUID: it is not a quarantine, it does not drain (a drain empties the
+// whole node, and on a node left schedulable the evicted pods' controllers
+// would place them back while the drain chases them), and its template
+// (read in Cordoning) does not reboot, power-cycle or replace the node.
 func (t *transition) gpuScoped() bool {
 	op := t.in.Op
-	return !op.Spec.Quarantine && op.Status.GPU != nil && op.Status.GPU.UUID != "" && !NodeWide(t.in.Template)
+	return !op.Spec.Quarantine && op.Spec.Drain == nil && op.Status.GPU != nil && op.Status.GPU.UUID != "" && !NodeWide(t.in.Template)
 }
 
 // whyNotGPU says why an operation that is not gpuScoped cordons the node.
@@ -438,6 +440,8 @@ func (t *transition) whyNotGPU() string {
 	switch {
 	case NodeWide(t.in.Template):
 		return "the operation acts on the whole node"
+	case t.in.Op.Spec.Drain != nil:
+		return "the step drains the node, which must not take new pods meanwhile"
 	case g == nil:
 		return "the trigger names no GPU"
 	}

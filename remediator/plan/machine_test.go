@@ -174,9 +174,11 @@ func TestAdvanceGPUExclusion(t *testing.T) {
 					require.Equal(t, dev.Rule, tr.Status.Exclusion.DeviceTaintRule)
 					require.Equal(t, "gpu.nvidia.com/n1/gpu-3", tr.Status.Exclusion.Device)
 				}}},
-		{desc: "cordoning: with a drain, the GPU is excluded and the drain follows",
-			in:   AdvanceInput{Op: cordoning(onGPU(gpuUUID, ""), withDrain), Node: node("n1"), Template: reset, Device: dev},
-			want: want{phase: v1alpha1.PhaseDraining, effect: EffectExcludeGPU}},
+		{desc: "cordoning: a step that drains cordons the node: a schedulable node would take back the pods it evicts",
+			in: AdvanceInput{Op: cordoning(onGPU(gpuUUID, ""), withDrain), Node: node("n1"), Template: reset, Device: dev},
+			want: want{phase: v1alpha1.PhaseDraining, effect: EffectCordon, check: func(t *testing.T, tr Transition) {
+				require.Equal(t, "cordoned the node: the step drains the node, which must not take new pods meanwhile", tr.Status.Exclusion.Message)
+			}}},
 		{desc: "cordoning: without DRA the node is cordoned and the status says why",
 			in: AdvanceInput{Op: cordoning(onGPU(gpuUUID, "")), Node: node("n1"), Template: reset, NoDevice: "the API server does not serve resource.k8s.io/v1beta2 DeviceTaintRule"},
 			want: want{phase: v1alpha1.PhaseRunning, effect: EffectCordon, conditions: []string{"Cordoned=True/CordonedByKubemedic"}, check: func(t *testing.T, tr Transition) {
@@ -258,6 +260,21 @@ func TestGPUAttemptCap(t *testing.T) {
 			op: op("op", "n1", of("p", "e", 0), onGPU("GPU-11111111-2222-3333-4444-555555555555", "0000:86:00.0")), verdict: Start},
 		{desc: "an operation naming no GPU is not capped per GPU", node: node("n1", faults(3, "0000:3b:00.0", time.Hour)),
 			op: op("op", "n1", of("p", "e", 0)), verdict: Start},
+		{desc: "the operation's own fault counts before the history holds it", node: node("n1", faults(2, "0000:3b:00.0", time.Hour)),
+			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0"), trigger(gpuXidMessage, ago(time.Minute))), verdict: Skip,
+			message: "had 3 faults"},
+		{desc: "the operation's own fault, already recorded, counts once", node: node("n1", faults(3, "0000:3b:00.0", time.Hour)),
+			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0"), trigger(gpuXidMessage, ago(time.Hour))), verdict: Skip,
+			message: "had 3 faults"},
+		{desc: "one incident raising three conditions within seconds counts once", node: node("n1", func(nd *corev1.Node) {
+			h := gpuhistory.History{}
+			for i, c := range []string{v1alpha1.ConditionGPUXidError, v1alpha1.ConditionGPULost, v1alpha1.ConditionGPURecoveryRequired} {
+				h = gpuhistory.Add(h, gpuhistory.Entry{Time: ago(time.Hour - time.Duration(i)*5*time.Second), UUID: uuid, Fault: &gpuhistory.Fault{Condition: c}}, now)
+			}
+			enc, err := h.Encode()
+			require.NoError(t, err)
+			nd.Annotations = map[string]string{gpuhistory.Annotation: enc}
+		}), op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Start},
 		{desc: "an unreadable history is no evidence the GPU is fine", node: node("n1", corrupt),
 			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "")), verdict: Skip, message: "cannot read node n1's GPU history"},
 	} {
