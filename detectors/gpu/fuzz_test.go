@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// FuzzParseNvidiaSmi feeds both parsers arbitrary output: they must not
+// FuzzParseNvidiaSmi feeds the three parsers (--query-gpu,
+// --query-remapped-rows, -q -d ECC) arbitrary output: they must not
 // panic, must return either devices or an error, and every device they
 // return must have a normalised bus ID (or none) and a reason when unusable.
 func FuzzParseNvidiaSmi(f *testing.F) {
@@ -24,7 +25,8 @@ func FuzzParseNvidiaSmi(f *testing.F) {
 		f.Add(b, 15)
 	}
 	f.Fuzz(func(t *testing.T, out []byte, exit int) {
-		for _, parse := range []func([]byte, int) ([]Device, error){ParseQueryGPU, ParseRemappedRows} {
+		for i, parse := range []func([]byte, int) ([]Device, error){ParseQueryGPU, ParseRemappedRows, ParseQueryECC} {
+			isECC := i == 2
 			devs, err := parse(out, exit)
 			if err != nil {
 				if devs != nil {
@@ -33,7 +35,8 @@ func FuzzParseNvidiaSmi(f *testing.F) {
 				continue
 			}
 			for _, d := range devs {
-				if d.BusID != "" {
+				// The -q -d ECC log names every device by its bus ID.
+				if d.BusID != "" || isECC {
 					if n, ok := NormalizeBusID(d.BusID); !ok || n != d.BusID {
 						t.Fatalf("bus ID %q not normalised", d.BusID)
 					}

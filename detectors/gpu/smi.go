@@ -300,16 +300,23 @@ func findSMI(name string, root host.Root) (string, error) {
 	return "", fmt.Errorf("nvidia-smi: %s not found on PATH or under %s", name, root.Path("/"))
 }
 
+// indexByBus maps a second query's devices by bus ID, for merging them
+// into the first's.
+func indexByBus(devs []Device) map[string]Device {
+	m := make(map[string]Device, len(devs))
+	for _, d := range devs {
+		m[d.BusID] = d
+	}
+	return m
+}
+
 // mergeRemap copies the remapped-rows answers into the devices by bus ID.
 // When the query failed (remapErr), every usable device gets a read error.
 // A device with no row gets nothing: nvidia-smi lists no rows, or N/A, for
 // GPUs without row remapping (pre-Ampere).
 func mergeRemap(devs, rows []Device, remapErr error) []Device {
 	out := append([]Device(nil), devs...)
-	byBus := map[string]Device{}
-	for _, r := range rows {
-		byBus[r.BusID] = r
-	}
+	byBus := indexByBus(rows)
 	for i := range out {
 		d := &out[i]
 		if !d.Usable() {
@@ -561,10 +568,7 @@ func ParseQueryECC(out []byte, exitCode int) ([]Device, error) {
 // missing from the output gets a read error.
 func mergeECC(devs, edevs []Device, eccErr error) []Device {
 	out := append([]Device(nil), devs...)
-	byBus := map[string]Device{}
-	for _, e := range edevs {
-		byBus[e.BusID] = e
-	}
+	byBus := indexByBus(edevs)
 	for i := range out {
 		d := &out[i]
 		if !d.Usable() {

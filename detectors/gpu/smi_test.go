@@ -621,41 +621,6 @@ func TestParseQueryECC(t *testing.T) {
 	}
 }
 
-// FuzzParseQueryECC: the -q -d ECC parser must not panic, returns devices
-// or an error, and every device has a normalised bus ID and a reason when
-// lost.
-func FuzzParseQueryECC(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("..", "testdata", "gpu", "nvidia-smi-q-*.txt"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, p := range files {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b, 0)
-		f.Add(b, 15)
-	}
-	f.Fuzz(func(t *testing.T, out []byte, exit int) {
-		devs, err := ParseQueryECC(out, exit)
-		if err != nil {
-			if devs != nil {
-				t.Fatalf("devices and an error: %v", err)
-			}
-			return
-		}
-		for _, d := range devs {
-			if n, ok := NormalizeBusID(d.BusID); !ok || n != d.BusID {
-				t.Fatalf("bus ID %q not normalised", d.BusID)
-			}
-			if d.Lost && d.Err == "" {
-				t.Fatalf("lost device without a reason: %+v", d)
-			}
-		}
-	})
-}
-
 func TestParseQueryGPUVerdictColumns(t *testing.T) {
 	// The memory query's ten fields are told from the gpu check's seven.
 	devs, err := ParseQueryGPU(fixture(t, "query-gpu-h100x1-captured.txt"), 0)

@@ -165,7 +165,16 @@ func readCalls(d nvml.Device, p string) {
 	fv := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
 	ret = d.GetFieldValues(fv)
 	s.end(p+"GetFieldValues(230)", fmt.Sprintf("%v/%v value=%d", ret, nvml.Return(fv[0].NvmlReturn), fv[0].Value[0]))
+	readNoFieldSignals(d, p)
 	s = begin()
+	_, ret = d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
+	s.end(p+"GetTotalEccErrors (again)", ret)
+}
+
+// readNoFieldSignals times the four reads of issue 19 that have no field
+// value: unrepairable flag, SRAM status, repair status, remapper histogram.
+func readNoFieldSignals(d nvml.Device, p string) {
+	s := begin()
 	um, ret := d.GetUnrepairableMemoryFlag_v1()
 	s.end(p+"GetUnrepairableMemoryFlag_v1", fmt.Sprintf("%v %+v", ret, um))
 	s = begin()
@@ -177,9 +186,6 @@ func readCalls(d nvml.Device, p string) {
 	s = begin()
 	hv, ret := d.GetRowRemapperHistogram()
 	s.end(p+"GetRowRemapperHistogram", fmt.Sprintf("%v %+v", ret, hv))
-	s = begin()
-	_, ret = d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
-	s.end(p+"GetTotalEccErrors (again)", ret)
 }
 
 // memFields are the counters gpu-memory reads, and the recovery action,
@@ -210,18 +216,7 @@ func readFields(d nvml.Device, p string) {
 		rets[i] = fmt.Sprintf("%d:%v", v.FieldId, nvml.Return(v.NvmlReturn))
 	}
 	s.end(p+"GetFieldValues(8 fields)", fmt.Sprintf("%v %s", ret, strings.Join(rets, " ")))
-	s = begin()
-	um, ret := d.GetUnrepairableMemoryFlag_v1()
-	s.end(p+"GetUnrepairableMemoryFlag_v1", fmt.Sprintf("%v %+v", ret, um))
-	s = begin()
-	sr, ret := d.GetSramEccErrorStatus()
-	s.end(p+"GetSramEccErrorStatus", fmt.Sprintf("%v threshold=%d", ret, sr.BThresholdExceeded))
-	s = begin()
-	rs, ret := d.GetRepairStatus()
-	s.end(p+"GetRepairStatus", fmt.Sprintf("%v channel=%d tpc=%d", ret, rs.BChannelRepairPending, rs.BTpcRepairPending))
-	s = begin()
-	hv, ret := d.GetRowRemapperHistogram()
-	s.end(p+"GetRowRemapperHistogram", fmt.Sprintf("%v %+v", ret, hv))
+	readNoFieldSignals(d, p)
 	s = begin()
 	_, ret = d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
 	s.end(p+"GetTotalEccErrors (after fields)", ret)
