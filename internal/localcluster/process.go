@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -241,13 +243,79 @@ func FileTail(path string, n int) string {
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, for a
-// process to listen on. Another process may take it before that one does;
-// on a test machine that race is rare enough to accept.
+// process to listen on. Between the pick and that process' listen another
+// may take it, so the pick avoids what is likely to:
+//   - a port this process handed out before (the demo picks its components'
+//     ports before it starts Alertmanager and Prometheus, which pick theirs);
+//   - the kernel's ephemeral range, from which every ":0" listener and every
+//     outgoing connection takes its port (net.ipv4.ip_local_port_range).
+//
+// Ports come from freePortLow to below the ephemeral range, at random, so
+// that two test processes rarely pick the same one; when that span is empty
+// the kernel picks, still never twice.
 func FreePort() (int, error) {
+	freePorts.mu.Lock()
+	defer freePorts.mu.Unlock()
+	if freePorts.given == nil {
+		freePorts.given = map[int]bool{}
+	}
+	hi := ephemeralLow()
+	for range 200 {
+		p, err := pickPort(hi)
+		if err != nil {
+			return 0, err
+		}
+		if p != 0 && !freePorts.given[p] {
+			freePorts.given[p] = true
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("pick a free port: no free port in 200 tries")
+}
+
+// freePortLow is the lowest port FreePort hands out: above the registered
+// services most hosts run.
+const freePortLow = 20000
+
+var freePorts struct {
+	mu    sync.Mutex
+	given map[int]bool
+}
+
+// pickPort returns one port that can be listened on now: random in
+// [freePortLow, hi) when that span holds ports, else the kernel's pick.
+func pickPort(hi int) (int, error) {
+	if hi-freePortLow >= 1000 {
+		p := freePortLow + rand.IntN(hi-freePortLow)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			return 0, nil // taken: 0 tells the caller to try again
+		}
+		l.Close()
+		return p, nil
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("pick a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range, or 0 when
+// it cannot be read (then the kernel picks).
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 2 {
+		return 0
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return n
 }

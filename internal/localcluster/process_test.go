@@ -2,6 +2,7 @@ package localcluster_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -117,4 +118,33 @@ func TestFreePortCanBeListenedOn(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
+}
+
+// The demo picks its components' ports, then starts Alertmanager, which
+// picks its own: FreePort must never hand out a port twice, and never one
+// the kernel would give a ":0" listener meanwhile (CI saw Alertmanager bind
+// the janitor's port).
+func TestFreePortNeverRepeatsAndAvoidsEphemeralRange(t *testing.T) {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		t.Skipf("skipping the range check: %v", err)
+	}
+	var lo, hi int
+	_, err = fmt.Sscan(string(data), &lo, &hi)
+	require.NoError(t, err)
+	seen := map[int]bool{}
+	for range 500 {
+		p, err := localcluster.FreePort()
+		require.NoError(t, err)
+		require.False(t, seen[p], "port %d handed out twice", p)
+		seen[p] = true
+		if lo-20000 >= 1000 {
+			require.Less(t, p, lo, "port %d is in the ephemeral range %d-%d", p, lo, hi)
+		}
+		// A ":0" listener opened now cannot get a port FreePort gave.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		require.False(t, seen[l.Addr().(*net.TCPAddr).Port])
+		require.NoError(t, l.Close())
+	}
 }
