@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kubemedic/kubemedic/detectors/gpu/dcgm"
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 )
 
 // DCGM field IDs, by number so that they mean the same across go-dcgm
@@ -195,7 +196,7 @@ func readDCGMVerdict(d *Device, vals map[uint16]dcgm.Value, errs *[]string) {
 		return 0, false
 	}
 	if v, ok := get(signalRecoveryAction, fieldRecoveryAction); ok {
-		d.RecoveryAction = Recovery{Action: RecoveryAction(v), Known: true}
+		d.RecoveryAction = Recovery{Action: gpuaction.Action(v), Known: true}
 	}
 	if v, ok := get(signalUnrepairableMemory, fieldMemoryUnrepairable); ok {
 		d.UnrepairableMemory = Flag{Value: v != 0, Known: true}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubemedic/kubemedic/detectors/gpu/dcgm"
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 )
 
 // dcgmHealthy is a healthy Hopper as DCGM 4.6 reports it: no page
@@ -50,7 +51,7 @@ func TestDCGMDevices(t *testing.T) {
 	devs := dcgmDevices(raw, true)
 	require.Equal(t, Device{Index: 0, BusID: "0000:07:00.0", UUID: "GPU-0", VolatileDBE: Count{0, true},
 		RemappedUncorrectable: Count{0, true}, RowRemapFailed: Flag{false, true}, RowRemapPending: Flag{false, true},
-		RecoveryAction: Recovery{RecoveryNone, true}, UnrepairableMemory: Flag{false, true}, SRAMThresholdExceeded: Flag{false, true},
+		RecoveryAction: Recovery{gpuaction.None, true}, UnrepairableMemory: Flag{false, true}, SRAMThresholdExceeded: Flag{false, true},
 		BanksWithoutSpareRows: Count{0, true}, Unsupported: []string{"repair status"}}, devs[0])
 	require.Equal(t, Flag{true, true}, devs[1].RowRemapPending)
 	require.Equal(t, Count{2, true}, devs[1].VolatileDBE)
@@ -111,7 +112,7 @@ func TestDCGMVerdictValues(t *testing.T) {
 	raw = append(raw, dcgm.GPU{ID: 5, Status: dcgmStatusEntityOK, Values: faulty})
 
 	devs := dcgmDevices(raw, true)
-	for i, want := range []RecoveryAction{RecoveryNone, RecoveryGPUReset, RecoveryNodeReboot, RecoveryDrainP2P, RecoveryDrainAndReset} {
+	for i, want := range []gpuaction.Action{gpuaction.None, gpuaction.GPUReset, gpuaction.NodeReboot, gpuaction.DrainP2P, gpuaction.DrainAndReset} {
 		require.Equal(t, Recovery{want, true}, devs[i].RecoveryAction, "GPU %d", i)
 	}
 	require.Equal(t, Flag{true, true}, devs[5].UnrepairableMemory)
@@ -216,7 +217,7 @@ func TestDCGMVerdictOldGenerationsAndEngines(t *testing.T) {
 		{ID: 2, BusID: "00000000:47:00.0", Status: dcgmStatusEntityOK, Values: oldEngine},
 	}, true)
 	require.Equal(t, []string{signalUnrepairableMemory, signalRepairStatus}, devs[0].Unsupported)
-	require.Equal(t, Recovery{RecoveryNone, true}, devs[0].RecoveryAction)
+	require.Equal(t, Recovery{gpuaction.None, true}, devs[0].RecoveryAction)
 	require.Equal(t, Count{0, true}, devs[0].BanksWithoutSpareRows)
 	require.Equal(t, []string{signalUnrepairableMemory, signalSRAMThreshold, signalRepairStatus, signalRowRemapHistogram}, devs[1].Unsupported)
 	require.Equal(t, Count{0, true}, devs[1].RetiredPages)

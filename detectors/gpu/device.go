@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 )
 
 // Count is a counter a GPU may not support; Known is false when the
@@ -88,38 +90,9 @@ type Device struct {
 	Unsupported []string
 }
 
-// RecoveryAction is what the driver asks for the GPU, in NVML's numbering
-// (nvmlDeviceGpuRecoveryAction_t).
-type RecoveryAction int
-
-// The driver's recovery actions.
-const (
-	RecoveryNone          RecoveryAction = 0
-	RecoveryGPUReset      RecoveryAction = 1
-	RecoveryNodeReboot    RecoveryAction = 2
-	RecoveryDrainP2P      RecoveryAction = 3
-	RecoveryDrainAndReset RecoveryAction = 4
-)
-
-func (a RecoveryAction) String() string {
-	switch a {
-	case RecoveryNone:
-		return "None"
-	case RecoveryGPUReset:
-		return "GPU reset"
-	case RecoveryNodeReboot:
-		return "node reboot"
-	case RecoveryDrainP2P:
-		return "drain P2P"
-	case RecoveryDrainAndReset:
-		return "drain and reset"
-	}
-	return "unknown action " + strconv.Itoa(int(a))
-}
-
 // Recovery is the driver's recommended action, when it was read.
 type Recovery struct {
-	Action RecoveryAction
+	Action gpuaction.Action
 	Known  bool
 }
 

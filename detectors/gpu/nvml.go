@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 )
 
 // NVML lists GPUs through the NVIDIA Management Library (go-nvml, which
@@ -229,7 +230,7 @@ func (v *verdictReader) read(h nvml.Device, d *Device, readErrs []string) []stri
 	v.field[0] = nvml.FieldValue{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}
 	if ok(signalRecoveryAction, h.GetFieldValues(v.field)) && ok(signalRecoveryAction, nvml.Return(v.field[0].NvmlReturn)) {
 		if a, good := fieldUint(v.field[0]); good {
-			d.RecoveryAction = Recovery{Action: RecoveryAction(a), Known: true}
+			d.RecoveryAction = Recovery{Action: gpuaction.Action(a), Known: true}
 		} else {
 			readErrs = append(readErrs, fmt.Sprintf("%s: value type %d", signalRecoveryAction, v.field[0].ValueType))
 		}

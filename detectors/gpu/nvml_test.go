@@ -11,6 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 	"github.com/stretchr/testify/require"
 )
 
@@ -81,7 +82,7 @@ func TestNVMLHealthy(t *testing.T) {
 	require.Equal(t, Device{
 		Index: 3, BusID: "0000:4e:00.0", UUID: dev(s, 3).UUID,
 		VolatileDBE: Count{0, true}, RowRemapPending: Flag{false, true}, RowRemapFailed: Flag{false, true}, RemappedUncorrectable: Count{0, true},
-		RecoveryAction: Recovery{RecoveryNone, true}, UnrepairableMemory: Flag{false, true}, SRAMThresholdExceeded: Flag{false, true},
+		RecoveryAction: Recovery{gpuaction.None, true}, UnrepairableMemory: Flag{false, true}, SRAMThresholdExceeded: Flag{false, true},
 		ChannelRepairPending: Flag{false, true}, TPCRepairPending: Flag{false, true}, BanksWithoutSpareRows: Count{0, true},
 	}, devs[3])
 	require.Len(t, s.ShutdownCalls(), 1)
@@ -170,7 +171,7 @@ func TestNVMLRetiredPagesOnlyWithoutRemapper(t *testing.T) {
 		require.Equal(t, Flag{}, devs[i].RetiredPagesPending)
 		require.Equal(t, Count{}, devs[i].RetiredPages)
 		require.Equal(t, Flag{false, true}, devs[i].RowRemapPending)
-		require.Equal(t, Recovery{RecoveryNone, true}, devs[i].RecoveryAction, "the five verdict reads are still made")
+		require.Equal(t, Recovery{gpuaction.None, true}, devs[i].RecoveryAction, "the five verdict reads are still made")
 		require.Equal(t, Count{0, true}, devs[i].BanksWithoutSpareRows)
 	}
 	require.Equal(t, Flag{false, true}, devs[4].RetiredPagesPending)
@@ -263,7 +264,7 @@ func TestNVMLVerdictValues(t *testing.T) {
 	}
 	devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
 	require.NoError(t, err)
-	for i, want := range []RecoveryAction{RecoveryNone, RecoveryGPUReset, RecoveryNodeReboot, RecoveryDrainP2P, RecoveryDrainAndReset} {
+	for i, want := range []gpuaction.Action{gpuaction.None, gpuaction.GPUReset, gpuaction.NodeReboot, gpuaction.DrainP2P, gpuaction.DrainAndReset} {
 		require.Equal(t, Recovery{want, true}, devs[i].RecoveryAction, "GPU %d", i)
 	}
 	require.Equal(t, Flag{true, true}, devs[5].UnrepairableMemory)
@@ -451,7 +452,7 @@ func TestNVMLVerdictOldGenerations(t *testing.T) {
 	a100 := devs[0]
 	require.Equal(t, Flag{}, a100.UnrepairableMemory)
 	require.Equal(t, []string{signalUnrepairableMemory}, a100.Unsupported)
-	require.Equal(t, Recovery{RecoveryNone, true}, a100.RecoveryAction)
+	require.Equal(t, Recovery{gpuaction.None, true}, a100.RecoveryAction)
 	require.Equal(t, Count{0, true}, a100.BanksWithoutSpareRows)
 	require.Empty(t, a100.ReadErr)
 
@@ -484,10 +485,10 @@ func TestNVMLRecoveryActionValueTypes(t *testing.T) {
 		want    Recovery
 		readErr string
 	}{
-		{"unsigned int", nvml.VALUE_TYPE_UNSIGNED_INT, 4, Recovery{RecoveryDrainAndReset, true}, ""},
-		{"unsigned long long", nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, 1, Recovery{RecoveryGPUReset, true}, ""},
-		{"signed int", nvml.VALUE_TYPE_SIGNED_INT, 2, Recovery{RecoveryNodeReboot, true}, ""},
-		{"action newer than kubemedic", nvml.VALUE_TYPE_UNSIGNED_INT, uint64(nvml.GPU_RECOVERY_ACTION_RECOVER_IMEX_DOMAIN), Recovery{RecoveryAction(5), true}, ""},
+		{"unsigned int", nvml.VALUE_TYPE_UNSIGNED_INT, 4, Recovery{gpuaction.DrainAndReset, true}, ""},
+		{"unsigned long long", nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, 1, Recovery{gpuaction.GPUReset, true}, ""},
+		{"signed int", nvml.VALUE_TYPE_SIGNED_INT, 2, Recovery{gpuaction.NodeReboot, true}, ""},
+		{"action newer than kubemedic", nvml.VALUE_TYPE_UNSIGNED_INT, uint64(nvml.GPU_RECOVERY_ACTION_RECOVER_IMEX_DOMAIN), Recovery{gpuaction.RecoverIMEXDomain, true}, ""},
 		{"negative", nvml.VALUE_TYPE_SIGNED_LONG_LONG, ^uint64(0), Recovery{}, "recovery action: value type 4"},
 		{"double", nvml.VALUE_TYPE_DOUBLE, 0, Recovery{}, "recovery action: value type 0"},
 	} {

@@ -7,27 +7,13 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 	"github.com/kubemedic/kubemedic/detectors/plugin"
-	"github.com/kubemedic/kubemedic/detectors/reason"
 )
-
-// recoveryRules map the driver's recovery actions to GPURecoveryRequired
-// reasons, most disruptive first: when GPUs ask for different actions the
-// node gets the one that covers the others (a reboot resets every GPU).
-var recoveryRules = []struct {
-	action RecoveryAction
-	reason string
-	do     string
-}{
-	{RecoveryNodeReboot, reason.RebootRequired, "reboot the node"},
-	{RecoveryDrainAndReset, reason.DrainAndReset, "drain and reset the GPU"},
-	{RecoveryGPUReset, reason.ResetRequired, "reset the GPU"},
-	{RecoveryDrainP2P, reason.DrainP2P, "drain its peer-to-peer work"},
-}
 
 // DecideRecovery is the GPURecoveryRequired verdict: the driver's own
 // recovery action. Any GPU whose action is not None is NonOK with the
-// reason of the most disruptive action asked, naming the first such GPU by
+// reason of the most disruptive action asked (gpuaction's rank), naming the first such GPU by
 // bus ID (the form the reset-gpu template extracts) and UUID. With no
 // action asked, a GPU that is lost or whose action could not be read makes
 // the verdict Unknown: the action is the driver's evidence, and its
@@ -39,15 +25,15 @@ func DecideRecovery(backend string, devs []Device) plugin.Result {
 	}
 	sorted := append([]Device(nil), devs...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].name() < sorted[j].name() })
-	for _, rule := range recoveryRules {
+	for _, action := range gpuaction.ByRank() {
 		var hits []string
 		for _, d := range sorted {
-			if d.RecoveryAction.Known && d.RecoveryAction.Action == rule.action {
+			if d.RecoveryAction.Known && d.RecoveryAction.Action == action {
 				hits = append(hits, d.nameAndUUID())
 			}
 		}
 		if len(hits) > 0 {
-			return plugin.NonOK(rule.reason, "driver asks to %s: %s on %s%s", rule.do, rule.action, hits[0], more(len(hits)-1))
+			return plugin.NonOK(action.Reason(), "driver asks to %s: %s on %s%s", action.Do(), action, hits[0], more(len(hits)-1))
 		}
 	}
 	var bad []Device
@@ -56,7 +42,7 @@ func DecideRecovery(backend string, devs []Device) plugin.Result {
 		switch {
 		case !d.Usable():
 			bad = append(bad, d)
-		case d.RecoveryAction.Known && d.RecoveryAction.Action != RecoveryNone:
+		case d.RecoveryAction.Known && d.RecoveryAction.Action != gpuaction.None:
 			// An action this code does not know: not None, so not health.
 			bad = append(bad, d)
 		case d.RecoveryAction.Known:

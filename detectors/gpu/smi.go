@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 	"github.com/kubemedic/kubemedic/detectors/host"
 )
 
@@ -823,28 +824,15 @@ func (r *fieldReader) verdictCount(name, v string) Count {
 }
 
 // recovery reads gpu_recovery_action. The real H100 printed "None"; the
-// other words are NVIDIA's names for NVML_GPU_RECOVERY_ACTION_GPU_RESET,
-// _NODE_REBOOT, _DRAIN_P2P and _DRAIN_AND_RESET ("Reset", "Reboot",
-// "Drain P2P", "Drain and Reset", in the A100 memory error management
-// guide), matched without case, spaces or underscores, with the longer
-// "GPU Reset" and "Node Reboot" and the numbers 0-4. Any other value is a
-// read error, never a guessed action.
+// other names and numbers are gpuaction's (NVIDIA's names, matched without
+// case, spaces, underscores or dashes). Any other value is a read error,
+// never a guessed action.
 func (r *fieldReader) recovery(name, v string) Recovery {
 	if r.special(name, v) {
 		return Recovery{}
 	}
-	key := strings.NewReplacer(" ", "", "_", "", "-", "").Replace(strings.ToLower(v))
-	switch key {
-	case "none", "0":
-		return Recovery{Action: RecoveryNone, Known: true}
-	case "reset", "gpureset", "1":
-		return Recovery{Action: RecoveryGPUReset, Known: true}
-	case "reboot", "nodereboot", "2":
-		return Recovery{Action: RecoveryNodeReboot, Known: true}
-	case "drainp2p", "3":
-		return Recovery{Action: RecoveryDrainP2P, Known: true}
-	case "drainandreset", "4":
-		return Recovery{Action: RecoveryDrainAndReset, Known: true}
+	if a, ok := gpuaction.Parse(v); ok {
+		return Recovery{Action: a, Known: true}
 	}
 	r.readErr = append(r.readErr, fmt.Sprintf("%s: unexpected value %q", name, v))
 	return Recovery{}

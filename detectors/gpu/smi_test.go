@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 	"github.com/kubemedic/kubemedic/detectors/host"
 )
 
@@ -372,7 +373,7 @@ const (
 func TestSMIVerdict(t *testing.T) {
 	h100 := Device{Index: 0, BusID: "0000:00:06.0", UUID: "GPU-179b83e0-c021-1d8e-a043-c3b3abb37ced",
 		VolatileDBE: Count{0, true}, RowRemapPending: Flag{false, true}, RowRemapFailed: Flag{false, true}, RemappedUncorrectable: Count{0, true}}
-	healthy := verdict{Recovery: Recovery{RecoveryNone, true}, Unrepairable: Flag{false, true}, SRAM: Flag{false, true},
+	healthy := verdict{Recovery: Recovery{gpuaction.None, true}, Unrepairable: Flag{false, true}, SRAM: Flag{false, true},
 		ChannelRepair: Flag{false, true}, TPCRepair: Flag{false, true}, BanksWithoutSpareRows: Count{0, true}}
 	with := func(edit func(v *verdict)) verdict {
 		v := healthy
@@ -418,13 +419,13 @@ func TestSMIVerdict(t *testing.T) {
 				v.Unsupported = []string{"repair status", "unrepairable memory"}
 			}), old: []Device{h100}, invoked: []string{smiQueryAll, smiQueryRows}},
 		{desc: "recovery action Reset", fake: h100Fake("query-gpu-h100x1-recovery-reset.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
-			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryGPUReset, true} }), old: []Device{h100}, invoked: eccOn},
+			want: with(func(v *verdict) { v.Recovery = Recovery{gpuaction.GPUReset, true} }), old: []Device{h100}, invoked: eccOn},
 		{desc: "recovery action Reboot", fake: h100Fake("query-gpu-h100x1-recovery-reboot.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
-			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryNodeReboot, true} }), old: []Device{h100}, invoked: eccOn},
+			want: with(func(v *verdict) { v.Recovery = Recovery{gpuaction.NodeReboot, true} }), old: []Device{h100}, invoked: eccOn},
 		{desc: "recovery action Drain P2P", fake: h100Fake("query-gpu-h100x1-recovery-drain-p2p.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
-			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryDrainP2P, true} }), old: []Device{h100}, invoked: eccOn},
+			want: with(func(v *verdict) { v.Recovery = Recovery{gpuaction.DrainP2P, true} }), old: []Device{h100}, invoked: eccOn},
 		{desc: "recovery action Drain and Reset", fake: h100Fake("query-gpu-h100x1-recovery-drain-and-reset.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
-			want: with(func(v *verdict) { v.Recovery = Recovery{RecoveryDrainAndReset, true} }), old: []Device{h100}, invoked: eccOn},
+			want: with(func(v *verdict) { v.Recovery = Recovery{gpuaction.DrainAndReset, true} }), old: []Device{h100}, invoked: eccOn},
 		{desc: "recovery action Unknown Error is a read error", fake: h100Fake("query-gpu-h100x1-recovery-unknown-error.txt", "nvidia-smi-q-d-ecc-h100x1-captured.txt"),
 			want: with(func(v *verdict) {
 				v.Recovery = Recovery{}
@@ -486,7 +487,7 @@ func TestSMIVerdict(t *testing.T) {
 			old:  a100x1, invoked: eccOn},
 		{desc: "V100 on a new driver: no row remapping, no SRAM status",
 			fake: smiFake{gpu: "query-gpu-v100x1-verdict-na.txt", rows: "remapped-rows-v100x1-na.txt", ecc: "nvidia-smi-q-d-ecc-v100x1-na.txt"},
-			want: verdict{Recovery: Recovery{RecoveryNone, true}, Unsupported: []string{"SRAM threshold", "row remapper histogram", "repair status", "unrepairable memory"}},
+			want: verdict{Recovery: Recovery{gpuaction.None, true}, Unsupported: []string{"SRAM threshold", "row remapper histogram", "repair status", "unrepairable memory"}},
 			old:  v100x1, invoked: eccOn},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -625,7 +626,7 @@ func TestParseQueryGPUVerdictColumns(t *testing.T) {
 	// The memory query's ten fields are told from the gpu check's seven.
 	devs, err := ParseQueryGPU(fixture(t, "query-gpu-h100x1-captured.txt"), 0)
 	require.NoError(t, err)
-	require.Equal(t, Recovery{RecoveryNone, true}, devs[0].RecoveryAction)
+	require.Equal(t, Recovery{gpuaction.None, true}, devs[0].RecoveryAction)
 	// An unexpected verdict value is this GPU's read error, not a failure
 	// of the whole output.
 	devs, err = ParseQueryGPU([]byte("0, 00000000:00:06.0, GPU-x, 0, [N/A], [N/A], [N/A], Reticulate, Maybe, many\n"), 0)

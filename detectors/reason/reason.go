@@ -38,6 +38,11 @@ const (
 	RebootRequired = "RebootRequired"
 	DrainP2P       = "DrainP2P"
 	DrainAndReset  = "DrainAndReset"
+	// BusResetRequired: the driver asks for a reset of the GPU's PCIe bus.
+	BusResetRequired = "BusResetRequired"
+	// IMEXDomainRecovery: the driver asks to recover the GPU's IMEX
+	// (multi-node NVLink) domain.
+	IMEXDomainRecovery = "IMEXDomainRecovery"
 )
 
 // PodProcessesStuck.

@@ -20,7 +20,7 @@ func TestSameAsAPI(t *testing.T) {
 		v1alpha1.ConditionPodProcessesStuck:    {reason.DStateOrphans},
 		v1alpha1.ConditionNFSMountUnhealthy:    {reason.MountMissing, reason.MountHung, reason.ServerUnreachable},
 		v1alpha1.ConditionNetworkInterfaceDown: {reason.LinkDown, reason.NoAddress},
-		v1alpha1.ConditionGPURecoveryRequired:  {reason.ResetRequired, reason.RebootRequired, reason.DrainP2P, reason.DrainAndReset},
+		v1alpha1.ConditionGPURecoveryRequired:  {reason.ResetRequired, reason.RebootRequired, reason.DrainP2P, reason.DrainAndReset, reason.BusResetRequired, reason.IMEXDomainRecovery},
 	}
 	require.Equal(t, v1alpha1.ConditionReasons, ours)
 
@@ -41,6 +41,8 @@ func TestSameAsAPI(t *testing.T) {
 		{reason.RebootRequired, v1alpha1.ReasonRebootRequired},
 		{reason.DrainP2P, v1alpha1.ReasonDrainP2P},
 		{reason.DrainAndReset, v1alpha1.ReasonDrainAndReset},
+		{reason.BusResetRequired, v1alpha1.ReasonBusResetRequired},
+		{reason.IMEXDomainRecovery, v1alpha1.ReasonIMEXDomainRecovery},
 		{reason.DStateOrphans, v1alpha1.ReasonDStateOrphans},
 		{reason.MountMissing, v1alpha1.ReasonMountMissing},
 		{reason.MountHung, v1alpha1.ReasonMountHung},

@@ -1,6 +1,6 @@
 package xid
 
-import "strconv"
+import "github.com/kubemedic/kubemedic/detectors/gpuaction"
 
 // Catalog of Xid numbers and what kubemedic does about each.
 //
@@ -43,7 +43,7 @@ const (
 	// the link/cabling; kubemedic reports the first step, a reset.
 	Workflow74
 	// Indirect154: "GPU recovery action changed"; the driver names the
-	// action in the message, and that action is what counts (RecoveryAction).
+	// action in the message, and that action is what counts (gpuaction.Action).
 	Indirect154
 )
 
@@ -127,50 +127,6 @@ func Lookup(xid int) (Entry, bool) {
 	return e, ok
 }
 
-// RecoveryAction is the action an Xid 154 names, as NVML's
-// nvmlDeviceGpuRecoveryAction_t numbers it (0 None, 1 GPU reset, 2 node
-// reboot, 3 drain P2P, 4 drain and reset, 5 GPU reset bus).
-type RecoveryAction int
-
-// NVML's recovery actions; RecoveryUnknown is a code or name we do not know.
-const (
-	RecoveryNone          RecoveryAction = 0
-	RecoveryGPUReset      RecoveryAction = 1
-	RecoveryNodeReboot    RecoveryAction = 2
-	RecoveryDrainP2P      RecoveryAction = 3
-	RecoveryDrainAndReset RecoveryAction = 4
-	RecoveryGPUResetBus   RecoveryAction = 5
-	RecoveryUnknown       RecoveryAction = -1
-)
-
-// recoveryNames are the names the driver prints in parentheses.
-var recoveryNames = map[string]RecoveryAction{
-	"none":                 RecoveryNone,
-	"gpu reset required":   RecoveryGPUReset,
-	"node reboot required": RecoveryNodeReboot,
-	"drain p2p":            RecoveryDrainP2P,
-	"drain and reset":      RecoveryDrainAndReset,
-}
-
-func (r RecoveryAction) String() string {
-	switch r {
-	case RecoveryNone:
-		return "none"
-	case RecoveryGPUReset:
-		return "reset"
-	case RecoveryNodeReboot:
-		return "reboot"
-	case RecoveryDrainP2P:
-		return "drain-p2p"
-	case RecoveryDrainAndReset:
-		return "drain-and-reset"
-	case RecoveryGPUResetBus:
-		return "reset-bus"
-	default:
-		return "unknown-" + strconv.Itoa(int(r))
-	}
-}
-
 // Severity is how bad an Xid is for the node: the order is the order of
 // precedence when several Xids are seen.
 type Severity int
@@ -200,14 +156,18 @@ const (
 //   - Ignore, AppError: SevNone.
 //   - ResetGPU, Workflow48, Workflow74: SevReset.
 //   - Reboot: SevReboot.
-//   - 154: None -> SevNone; GPU Reset Required, Drain and Reset, GPU reset
-//     bus -> SevReset; Node Reboot Required -> SevReboot; Drain P2P ->
-//     SevReset (NVIDIA's remedy is to stop the processes using P2P;
-//     kubemedic cannot drain P2P traffic alone, and its reset-gpu operation
-//     drains the GPU's pods first, which covers it); an unknown action ->
-//     the unknown policy.
+//   - 154, by the action it names (gpuaction): None -> SevNone; GPU reset,
+//     drain and reset -> SevReset; node or system reboot, and a bus reset
+//     (which a reboot covers, as the gpu-recovery check's policies do) ->
+//     SevReboot; drain P2P -> SevReset (NVIDIA's remedy is to stop the
+//     processes using P2P; kubemedic cannot drain P2P traffic alone, and
+//     its reset-gpu operation drains the GPU's pods first, which covers
+//     it); recover the IMEX domain -> SevNone (not a repair of this node:
+//     the gpu-recovery check reports it as GPURecoveryRequired
+//     IMEXDomainRecovery, for a person); an unknown action -> the unknown
+//     policy.
 //   - Not in the catalog: the unknown policy.
-func Classify(xid int, named RecoveryAction, unknown UnknownPolicy) (Severity, string) {
+func Classify(xid int, named gpuaction.Action, unknown UnknownPolicy) (Severity, string) {
 	e, ok := catalog[xid]
 	if !ok {
 		if unknown == UnknownReset {
@@ -222,13 +182,17 @@ func Classify(xid int, named RecoveryAction, unknown UnknownPolicy) (Severity, s
 		return SevReboot, e.Meaning
 	case Indirect154:
 		switch named {
-		case RecoveryNone:
+		case gpuaction.None:
 			return SevNone, "no recovery needed"
-		case RecoveryGPUReset, RecoveryDrainAndReset, RecoveryGPUResetBus:
+		case gpuaction.RecoverIMEXDomain:
+			return SevNone, "asks IMEX recovery"
+		case gpuaction.GPUReset, gpuaction.DrainAndReset:
 			return SevReset, "driver asks reset"
-		case RecoveryDrainP2P:
+		case gpuaction.DrainP2P:
 			return SevReset, "driver asks P2P drain"
-		case RecoveryNodeReboot:
+		case gpuaction.BusReset:
+			return SevReboot, "driver asks bus reset"
+		case gpuaction.NodeReboot, gpuaction.SystemReboot:
 			return SevReboot, "driver asks reboot"
 		default:
 			if unknown == UnknownReset {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 	"github.com/kubemedic/kubemedic/detectors/plugin"
 	"github.com/kubemedic/kubemedic/detectors/reason"
 )
@@ -51,7 +52,7 @@ type Event struct {
 	Seq int64 `json:"seq"`
 	// Named is the action an Xid 154 names (NVML's numbering, -1 unknown);
 	// 0 and unused for other Xids.
-	Named RecoveryAction `json:"named,omitempty"`
+	Named gpuaction.Action `json:"named,omitempty"`
 }
 
 // NewState is an empty state for a boot.
@@ -144,7 +145,7 @@ func (s *State) Compact(unknown UnknownPolicy) {
 		}
 		type kind struct {
 			xid   int
-			named RecoveryAction
+			named gpuaction.Action
 		}
 		first := map[kind]int{}
 		last := map[kind]int{}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 	"github.com/kubemedic/kubemedic/detectors/plugin"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
@@ -21,7 +22,7 @@ func ev(bus string, xid int, sec int64) Found {
 	return Found{Bus: bus, Event: Event{Xid: xid, Usec: sec * 1e6, Seq: -1}}
 }
 
-func ev154(bus string, named RecoveryAction, sec int64) Found {
+func ev154(bus string, named gpuaction.Action, sec int64) Found {
 	f := ev(bus, 154, sec)
 	f.Named = named
 	return f
@@ -65,11 +66,11 @@ func TestDecide(t *testing.T) {
 			want: "XidResetRequired: Xid 62 on 0000:86:00.0: PMU halt; reset required"},
 		{desc: "three GPUs", events: []Found{ev(gpuA, 46, 5), ev(gpuB, 62, 10), ev("0000:af:00.0", 119, 10)},
 			want: "XidResetRequired: Xid 46 on 0000:3b:00.0 (+2 GPUs): GPU timeout; reset required"},
-		{desc: "154 follows the reboot it names", events: []Found{ev(gpuA, 46, 5), ev154(gpuA, RecoveryNodeReboot, 6)},
+		{desc: "154 follows the reboot it names", events: []Found{ev(gpuA, 46, 5), ev154(gpuA, gpuaction.NodeReboot, 6)},
 			want: "XidRebootRequired: Xid 154 on 0000:3b:00.0: driver asks reboot; reboot required"},
-		{desc: "154 follows the reset it names", events: []Found{ev154(gpuA, RecoveryDrainAndReset, 6)},
+		{desc: "154 follows the reset it names", events: []Found{ev154(gpuA, gpuaction.DrainAndReset, 6)},
 			want: "XidResetRequired: Xid 154 on 0000:3b:00.0: driver asks reset; reset required"},
-		{desc: "154 naming none is nothing", events: []Found{ev154(gpuA, RecoveryNone, 6)}, want: OKMessage},
+		{desc: "154 naming none is nothing", events: []Found{ev154(gpuA, gpuaction.None, 6)}, want: OKMessage},
 		{desc: "48 once", events: []Found{ev(gpuA, 48, 5)},
 			want: "XidResetRequired: Xid 48 on 0000:3b:00.0: DBE ECC; reset required"},
 		{desc: "48 twice without a reset is not a recurrence", events: []Found{ev(gpuA, 48, 5), ev(gpuA, 48, 9)},

@@ -2,6 +2,8 @@ package xid
 
 import (
 	"bytes"
+
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 )
 
 // Record is one kernel log record.
@@ -149,9 +151,9 @@ type XidLine struct {
 	// Bus is the GPU's PCI address, normalised (NormalizeBus).
 	Bus string
 	Xid int
-	// Named is the action an Xid 154 names; RecoveryUnknown when it names
-	// none we know; 0 (RecoveryNone) for other Xids.
-	Named RecoveryAction
+	// Named is the action an Xid 154 names; gpuaction.Unknown when it names
+	// none we know; 0 (gpuaction.None) for other Xids.
+	Named gpuaction.Action
 }
 
 var xidMarker = []byte("NVRM: Xid (")
@@ -214,10 +216,10 @@ var recoveryMarker = []byte(" to 0x")
 // parseRecoveryAction reads "... changed from 0x0 (None) to 0x1 (GPU Reset
 // Required)". The name in parentheses wins when we know it; otherwise the
 // number, read as NVML's nvmlDeviceGpuRecoveryAction_t.
-func parseRecoveryAction(text []byte) RecoveryAction {
+func parseRecoveryAction(text []byte) gpuaction.Action {
 	i := bytes.LastIndex(text, recoveryMarker)
 	if i < 0 {
-		return RecoveryUnknown
+		return gpuaction.Unknown
 	}
 	rest := text[i+len(recoveryMarker):]
 	n := 0
@@ -227,21 +229,19 @@ func parseRecoveryAction(text []byte) RecoveryAction {
 		n++
 	}
 	if n == 0 {
-		return RecoveryUnknown
+		return gpuaction.Unknown
 	}
 	rest = rest[n:]
 	if len(rest) > 2 && rest[0] == ' ' && rest[1] == '(' {
 		if end := bytes.IndexByte(rest, ')'); end > 2 {
-			name := bytes.ToLower(bytes.TrimSpace(rest[2:end]))
-			if a, ok := recoveryNames[string(name)]; ok {
+			name := rest[2:end]
+			if a, ok := gpuaction.Parse(string(name)); ok {
 				return a
 			}
 		}
 	}
-	if code >= int64(RecoveryNone) && code <= int64(RecoveryGPUResetBus) {
-		return RecoveryAction(code)
-	}
-	return RecoveryUnknown
+	a, _ := gpuaction.FromCode(code)
+	return a
 }
 
 func hexVal(c byte) int {

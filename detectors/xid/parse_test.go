@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 	"github.com/stretchr/testify/require"
 )
 
@@ -73,15 +74,17 @@ func TestParseXid(t *testing.T) {
 		{"8-digit non-zero domain keeps its digits", "NVRM: Xid (PCI:00010000:3b:00.1): 46, x", true, XidLine{Bus: "10000:3b:00.1", Xid: 46}},
 		{"number at end of message", "NVRM: Xid (PCI:0000:3b:00): 46", true, XidLine{Bus: "0000:3b:00.0", Xid: 46}},
 		{"leading blank", "  NVRM: Xid (PCI:0000:3b:00): 46, x", true, XidLine{Bus: "0000:3b:00.0", Xid: 46}},
-		{"154 reset", "NVRM: Xid (PCI:0000:3b:00): 154, pid=1, name=x, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: RecoveryGPUReset}},
-		{"154 reboot", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: RecoveryNodeReboot}},
-		{"154 drain p2p", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x3 (Drain P2P)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: RecoveryDrainP2P}},
-		{"154 drain and reset", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: RecoveryDrainAndReset}},
-		{"154 back to none", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: RecoveryNone}},
-		{"154 name wins over code", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x8 (Drain and Reset)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: RecoveryDrainAndReset}},
-		{"154 code without name", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 to 0x2", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: RecoveryNodeReboot}},
-		{"154 unknown action", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x40 (Something New)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: RecoveryUnknown}},
-		{"154 without action text", "NVRM: Xid (PCI:0000:3b:00): 154", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: RecoveryUnknown}},
+		{"154 reset", "NVRM: Xid (PCI:0000:3b:00): 154, pid=1, name=x, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: gpuaction.GPUReset}},
+		{"154 reboot", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: gpuaction.NodeReboot}},
+		{"154 drain p2p", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x3 (Drain P2P)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: gpuaction.DrainP2P}},
+		{"154 drain and reset", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x4 (Drain and Reset)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: gpuaction.DrainAndReset}},
+		{"154 back to none", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: gpuaction.None}},
+		{"154 name wins over code", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x8 (Drain and Reset)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: gpuaction.DrainAndReset}},
+		{"154 code without name", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 to 0x2", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: gpuaction.NodeReboot}},
+		{"154 IMEX domain by code", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x5", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: gpuaction.RecoverIMEXDomain}},
+		{"154 bus reset by name", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x6 (Bus Reset)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: gpuaction.BusReset}},
+		{"154 unknown action", "NVRM: Xid (PCI:0000:3b:00): 154, GPU recovery action changed from 0x0 (None) to 0x40 (Something New)", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: gpuaction.Unknown}},
+		{"154 without action text", "NVRM: Xid (PCI:0000:3b:00): 154", true, XidLine{Bus: "0000:3b:00.0", Xid: 154, Named: gpuaction.Unknown}},
 		{"GPU at line", "NVRM: GPU at PCI:0000:2b:00: GPU-4a1c7b3e-9f0d-2b8e-6c5a-0e3f1d7a9b21", false, XidLine{}},
 		{"SXid", "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, NVLink: fatal error", false, XidLine{}},
 		{"quoted in another message", `audit: info="echo NVRM: Xid (PCI:0000:2b:00): 46, fake"`, false, XidLine{}},
@@ -148,7 +151,7 @@ func TestScanLogFixtures(t *testing.T) {
 			{"0000:03:00.0", Event{Xid: 14, Usec: 301551020, Seq: -1}},
 			{"0000:86:00.0", Event{Xid: 43, Usec: 1200000001, Seq: -1}},
 			{"0000:3b:00.0", Event{Xid: 46, Usec: 1500250000, Seq: -1}},
-			{"0000:86:00.0", Event{Xid: 154, Usec: 1600500000, Seq: -1, Named: RecoveryGPUReset}},
+			{"0000:86:00.0", Event{Xid: 154, Usec: 1600500000, Seq: -1, Named: gpuaction.GPUReset}},
 			{"0000:3b:00.0", Event{Xid: 62, Usec: 1700000000, Seq: -1}},
 			{"0000:3b:00.0", Event{Xid: 13, Usec: 1901000000, Seq: -1}},
 		}},
@@ -156,7 +159,7 @@ func TestScanLogFixtures(t *testing.T) {
 			{"0000:3b:00.0", Event{Xid: 48, Usec: 100000000, Seq: 200}},
 			{"0000:3b:00.0", Event{Xid: 63, Usec: 100000100, Seq: 201}},
 			{"0000:3b:00.0", Event{Xid: 48, Usec: 900000000, Seq: 300}},
-			{"0000:3b:00.0", Event{Xid: 154, Usec: 900000010, Seq: 301, Named: RecoveryNone}},
+			{"0000:3b:00.0", Event{Xid: 154, Usec: 900000010, Seq: 301, Named: gpuaction.None}},
 		}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -203,7 +206,7 @@ func FuzzParseKmsg(f *testing.F) {
 			if x.Usec < 0 || x.Seq < -1 {
 				t.Fatalf("usec %d seq %d", x.Usec, x.Seq)
 			}
-			if x.Xid != 154 && x.Named != RecoveryNone {
+			if x.Xid != 154 && x.Named != gpuaction.None {
 				t.Fatalf("xid %d names an action", x.Xid)
 			}
 			if b, ok := NormalizeBus([]byte(x.Bus)); !ok || b != x.Bus {

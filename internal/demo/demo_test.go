@@ -19,6 +19,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/config"
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 	"github.com/kubemedic/kubemedic/detectors/gpu"
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/detectors/nfs"
 	"github.com/kubemedic/kubemedic/detectors/plugin"
@@ -125,7 +126,7 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 	devs := listed(true)
 	require.Len(t, devs, 8)
 	for _, d := range devs {
-		require.Equal(t, gpu.RecoveryNone, d.RecoveryAction.Action, "the driver asks no recovery")
+		require.Equal(t, gpuaction.None, d.RecoveryAction.Action, "the driver asks no recovery")
 		require.True(t, d.RecoveryAction.Known)
 		require.NotContains(t, d.Unsupported, gpu.SignalRecoveryAction)
 		// Read through -q -d ECC, as on a real H100: known, healthy.

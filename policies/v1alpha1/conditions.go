@@ -68,6 +68,14 @@ const (
 	// GPURecoveryRequired: the driver asks to drain the GPU's work, then
 	// reset it.
 	ReasonDrainAndReset = "DrainAndReset"
+	// GPURecoveryRequired: the driver asks for a reset of the GPU's PCIe
+	// bus (NVML 6, BUS_RESET). The shipped policies reboot, which covers
+	// it.
+	ReasonBusResetRequired = "BusResetRequired"
+	// GPURecoveryRequired: the driver asks to recover the GPU's IMEX
+	// (multi-node NVLink) domain (NVML 5, RECOVER_IMEX_DOMAIN): not a
+	// repair of one node, so the shipped policies leave it to a person.
+	ReasonIMEXDomainRecovery = "IMEXDomainRecovery"
 
 	// PodProcessesStuck: processes of deleted pods stuck in state D.
 	ReasonDStateOrphans = "DStateOrphans"
@@ -95,7 +103,7 @@ var ConditionReasons = map[string][]string{
 	ConditionPodProcessesStuck:    {ReasonDStateOrphans},
 	ConditionNFSMountUnhealthy:    {ReasonMountMissing, ReasonMountHung, ReasonServerUnreachable},
 	ConditionNetworkInterfaceDown: {ReasonLinkDown, ReasonNoAddress},
-	ConditionGPURecoveryRequired:  {ReasonResetRequired, ReasonRebootRequired, ReasonDrainP2P, ReasonDrainAndReset},
+	ConditionGPURecoveryRequired:  {ReasonResetRequired, ReasonRebootRequired, ReasonDrainP2P, ReasonDrainAndReset, ReasonBusResetRequired, ReasonIMEXDomainRecovery},
 }
 
 // DetectReason is the reason node-problem-detector writes for every

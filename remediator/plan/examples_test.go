@@ -67,6 +67,10 @@ func TestShippedPoliciesOneLadderPerFault(t *testing.T) {
 			node("n1", gpuNode, memory(v1alpha1.ReasonUnrepairableMemory), recovery(v1alpha1.ReasonResetRequired, "reset the GPU: GPU reset"))},
 		{"SRAM threshold: replace", "gpu-memory-replace", node("n1", gpuNode, memory(v1alpha1.ReasonSRAMThresholdExceeded))},
 		{"a pending repair: the reset ladder", "gpu-memory-reset", node("n1", gpuNode, memory(v1alpha1.ReasonRepairPending))},
+		{"the driver asks a bus reset: the reboot ladder", "gpu-recovery-reboot",
+			node("n1", gpuNode, recovery(v1alpha1.ReasonBusResetRequired, "reset the GPU's PCIe bus: bus reset"))},
+		{"Xid 154 bus reset and the driver's field: one reboot", "gpu-recovery-reboot",
+			node("n1", gpuNode, xidReboot, recovery(v1alpha1.ReasonBusResetRequired, "reset the GPU's PCIe bus: bus reset"))},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			win := Winner(all, tc.node, now)
@@ -83,5 +87,14 @@ func TestShippedPoliciesOneLadderPerFault(t *testing.T) {
 			require.Len(t, created, 1, "one ladder: %v", created)
 			require.Equal(t, tc.want, created[0][:len(tc.want)])
 		})
+	}
+
+	// IMEX domain recovery is left to a person: no shipped policy acts.
+	imex := node("n1", gpuNode, recovery(v1alpha1.ReasonIMEXDomainRecovery, "recover its IMEX domain: recover IMEX domain"))
+	require.Nil(t, Winner(all, imex, now), "no ladder for an IMEX domain")
+	for _, p := range all {
+		plan := Evaluate(PolicyInput{Policy: p, Policies: all, Nodes: []*corev1.Node{imex},
+			Templates: map[string]bool{"reset-gpu": true, "reboot": true}, Now: now})
+		require.Empty(t, plan.Create, p.Name)
 	}
 }
