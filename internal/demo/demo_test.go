@@ -209,6 +209,47 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 
 // TestNPDConfigs: deploy/npd's monitors are rewritten for a fake root, sped
 // up but never faster than minInvokeInterval, and nothing else changes.
+// TestFakeRootRecoveryAction: the driver-reset fault reads, through the
+// real parsers, as a GSP fault whose driver asks for a reset: Xid 119 and
+// 154 in the kernel log, gpu_recovery_action in nvidia-smi, and the
+// gpu-recovery verdict names the bus the reset-gpu template extracts. A
+// reset of that GPU, or a reboot, clears it.
+func TestFakeRootRecoveryAction(t *testing.T) {
+	r, err := NewFakeRoot(t.TempDir(), "gpu-node-000", 8, "127.0.0.1:2049")
+	require.NoError(t, err)
+	smi := &gpu.SMI{Path: filepath.Join(r.Dir, rootSMI), Root: host.Root(r.Dir), Timeout: 10 * time.Second, ECCSection: true}
+	verdict := func() plugin.Result {
+		devs, err := smi.Devices(context.Background(), true)
+		require.NoError(t, err)
+		require.Equal(t, plugin.StatusOK, gpu.DecideMemory("nvidia-smi", devs, gpu.Thresholds{DBE: 1}).Status, "every ECC counter stays 0")
+		return gpu.DecideRecovery("nvidia-smi", devs)
+	}
+	require.Equal(t, plugin.StatusOK, verdict().Status)
+
+	require.NoError(t, r.AskRecovery(0, gpuaction.GPUReset))
+	got := verdict()
+	require.Equal(t, plugin.StatusNonOK, got.Status)
+	require.Equal(t, v1alpha1.ReasonResetRequired, got.Reason)
+	require.Contains(t, got.Message, "GPU reset on 0000:18:00.0 ("+gpuUUID("gpu-node-000", 0)+")")
+	kmsg, err := os.ReadFile(filepath.Join(r.Dir, rootKmsg))
+	require.NoError(t, err)
+	var found []xid.Found
+	xid.ScanLog(kmsg, func(f xid.Found) { found = append(found, f) })
+	require.Len(t, found, 2)
+	require.Equal(t, []int{119, 154}, []int{found[0].Xid, found[1].Xid})
+	require.Equal(t, gpuaction.GPUReset, found[1].Named, "the Xid 154 line names the action")
+
+	require.NoError(t, r.ClearRecovery("0000:18:00.0"))
+	require.Equal(t, plugin.StatusOK, verdict().Status, "a reset of the GPU clears it")
+
+	require.NoError(t, r.AskRecovery(0, gpuaction.NodeReboot))
+	require.Equal(t, v1alpha1.ReasonRebootRequired, verdict().Reason)
+	require.NoError(t, r.ClearRecovery("0000:20:00.0"))
+	require.Equal(t, v1alpha1.ReasonRebootRequired, verdict().Reason, "another GPU's reset leaves it")
+	require.NoError(t, r.Reboot())
+	require.Equal(t, plugin.StatusOK, verdict().Status, "a reboot clears it")
+}
+
 func TestNPDConfigs(t *testing.T) {
 	w := &World{opts: Options{RepoRoot: "../../", Dir: t.TempDir()}, Speed: DefaultSpeed}
 	for _, name := range []string{"xid.json", "dstate.json"} {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 )
 
 // Paths inside a fake root, as the detectors read them with --root.
@@ -120,12 +122,15 @@ type FakeRoot struct {
 	nfsAddr  string
 	mounted  bool
 	lost     map[int]bool
+	// asks is the recovery action the driver asks per GPU index (absent:
+	// None), as nvidia-smi's gpu_recovery_action shows it.
+	asks map[int]gpuaction.Action
 }
 
 // NewFakeRoot creates the tree of a healthy node with gpus GPUs, its NFS
 // mount served from nfsAddr (host:port) and mounted.
 func NewFakeRoot(dir, node string, gpus int, nfsAddr string) (*FakeRoot, error) {
-	r := &FakeRoot{Dir: dir, Node: node, nfsAddr: nfsAddr, mounted: true, lost: map[int]bool{}}
+	r := &FakeRoot{Dir: dir, Node: node, nfsAddr: nfsAddr, mounted: true, lost: map[int]bool{}, asks: map[int]gpuaction.Action{}}
 	for i := range gpus {
 		r.GPUs = append(r.GPUs, GPU{Index: i, Bus: "0000" + kernelBus(i),
 			UUID: gpuUUID(node, i)})
@@ -165,6 +170,7 @@ func (r *FakeRoot) Reboot() error {
 	r.seq = 0
 	r.mounted = true
 	clear(r.lost)
+	clear(r.asks)
 	// No process survives; the files the checks read are replaced, never
 	// missing, so a check running meanwhile sees the old or the new boot.
 	if err := r.removeProcesses(); err != nil {
@@ -248,6 +254,36 @@ func (r *FakeRoot) LoseGPU(gpu int) error {
 	return r.write(rootSMIGPUs, r.queryGPU(), 0o644)
 }
 
+// AskRecovery plays a GSP fault after which the driver asks for action on
+// the GPU: Xid 119 and then Xid 154 naming the action in the kernel log,
+// and nvidia-smi's gpu_recovery_action showing it, with every ECC counter
+// still 0. A reboot, or ClearRecovery (a reset of that GPU), clears it.
+func (r *FakeRoot) AskRecovery(gpu int, action gpuaction.Action) error {
+	if err := r.Xid(gpu, 119, "Timeout after 6s of waiting for RPC response from GPU0 GSP!"); err != nil {
+		return err
+	}
+	if err := r.Xid(gpu, 154, fmt.Sprintf("GPU recovery action changed from 0x0 (None) to 0x%x (%s)", int(action), action)); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.asks[gpu] = action
+	return r.write(rootSMIGPUs, r.queryGPU(), 0o644)
+}
+
+// ClearRecovery plays a reset of the GPU on bus (any domain width): the
+// driver asks nothing more of it.
+func (r *FakeRoot) ClearRecovery(bus string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, g := range r.GPUs {
+		if strings.HasSuffix(g.Bus, strings.TrimPrefix(bus, "0000")) {
+			delete(r.asks, g.Index)
+		}
+	}
+	return r.write(rootSMIGPUs, r.queryGPU(), 0o644)
+}
+
 // SetNFSMounted mounts or unmounts the NFS mount in mountinfo.
 func (r *FakeRoot) SetNFSMounted(mounted bool) error {
 	r.mu.Lock()
@@ -296,7 +332,11 @@ func (r *FakeRoot) queryGPU() string {
 		}
 		fmt.Fprintf(&b, "%d, %s, %s", g.Index, g.Bus, g.UUID)
 		for _, f := range smiGPUFields[3:] {
-			b.WriteString(", " + f.healthy)
+			v := f.healthy
+			if a, ok := r.asks[g.Index]; ok && f.name == "gpu_recovery_action" {
+				v = a.String()
+			}
+			b.WriteString(", " + v)
 		}
 		b.WriteString("\n")
 	}

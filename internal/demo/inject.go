@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -27,6 +28,7 @@ var Faults = []Fault{
 	{"xid", "fatal Xid 46 (GPU timeout) on GPU 0: the driver asks for a GPU reset"},
 	{"xid-reboot", "Xid 79 (GPU fell off the bus) on GPU 0: the driver asks for a reboot"},
 	{"broken-gpu", "Xid 46 on GPU 0 of a GPU that is broken: resets fail, and the Xid returns after every reboot"},
+	{"driver-reset", "a GSP fault on GPU 0 (Xid 119): every ECC counter stays 0, and the driver asks for a GPU reset (Xid 154, nvidia-smi's gpu_recovery_action)"},
 	{"gpu-lost", "GPU 1 falls off the bus (Xid 79) and nvidia-smi stops listing it"},
 	{"nfs", "the NFS mount /mnt/datasets disappears"},
 	{"dstate", "a process of a deleted pod is stuck in D state"},
@@ -68,6 +70,16 @@ func (w *World) Inject(ctx context.Context, fault, node string) (string, error) 
 			return "kernel log: NVRM: Xid 79 on " + bus, root.Xid(0, 79, "GPU has fallen off the bus.")
 		}
 		return "condition GPUXidError=True", w.setCondition(ctx, node, v1alpha1.ConditionGPUXidError, xidMessage(v1alpha1.ReasonXidRebootRequired, 79, bus, "fell off the bus"))
+	case "driver-reset":
+		if root != nil {
+			return "kernel log: Xid 119 and Xid 154 (GPU Reset Required) on " + bus + "; nvidia-smi: gpu_recovery_action \"GPU reset\"", root.AskRecovery(0, gpuaction.GPUReset)
+		}
+		if err := w.setCondition(ctx, node, v1alpha1.ConditionGPUXidError, xidMessage(v1alpha1.ReasonXidResetRequired, 154, bus, "driver asks reset")); err != nil {
+			return "", err
+		}
+		a := gpuaction.GPUReset
+		return "conditions GPURecoveryRequired=True and GPUXidError=True", w.setCondition(ctx, node, v1alpha1.ConditionGPURecoveryRequired,
+			fmt.Sprintf("%s: driver asks to %s: %s on %s (%s)", a.Reason(), a.Do(), a, bus, gpuUUID(node, 0)))
 	case "gpu-lost":
 		if root != nil {
 			return "nvidia-smi lists 7 of 8 GPUs; kernel log: Xid 79", root.LoseGPU(1)

@@ -38,6 +38,7 @@ type Scenario struct {
 // Scenarios lists the stories, in the order of `kubemedic demo scenario`.
 var Scenarios = []Scenario{
 	{"xid", "fatal Xid → drain → GPU reset → verified → uncordoned; the evicted pod's owner hears on Slack; the alert's issue is filed and closed", 2 * time.Minute, runXid},
+	{"driver-reset", "a GSP fault with every ECC counter 0: the driver asks for a GPU reset → one ladder (gpu-recovery-reset, not also gpu-xid-reset) → drain → reset → verified once the driver reads None → uncordoned", 2 * time.Minute, runDriverReset},
 	{"escalate", "a broken GPU: the reset fails → reboot → the Xid returns → quarantine → an issue with the operation history for a person", 2 * time.Minute, runEscalate},
 	{"nfs-storm", "60% of the nodes lose NFS at once → the breaker opens → no disruptive operation → one roll-up issue", 3 * time.Minute, runNFSStorm},
 	{"idle", "two idle notebooks → a Slack DM each → one is snoozed and kept, the other is stopped after the grace period", 5 * time.Minute, runIdle},
@@ -145,6 +146,39 @@ func runXid(ctx context.Context, s *Session) error {
 		return err
 	}
 	fmt.Fprintf(s.Out, "\nHealed. Read the audit trail: kubectl get nodeoperations; kubectl describe nodeoperation; kubectl get events --field-selector involvedObject.name=%s\n", s.Node)
+	return nil
+}
+
+// runDriverReset: the driver's own recovery action asks for a reset on the
+// last NPD node. The Xid 154 line sets GPUXidError too; gpu-recovery-reset
+// ranks above gpu-xid-reset, so one ladder runs.
+func runDriverReset(ctx context.Context, s *Session) error {
+	if len(s.Info.NPDNodes) == 0 {
+		return fmt.Errorf("driver-reset needs a node with NPD, the demo has none (--npd-nodes)")
+	}
+	s.Node = s.Info.NPDNodes[len(s.Info.NPDNodes)-1]
+	s.Nodes = []string{s.Node}
+	if err := s.inject(ctx, "driver-reset", s.Node); err != nil {
+		return err
+	}
+	err := s.until(ctx, "the reset to be verified (the driver reads None) and the node uncordoned", func(ctx context.Context) (bool, error) {
+		op, err := s.lastOp(ctx, s.Node, "gpu-recovery-reset")
+		if err != nil {
+			return false, err
+		}
+		if op == nil {
+			return false, s.breakerHolds(ctx, "gpu-recovery-reset")
+		}
+		if op.Status.Phase != v1alpha1.PhaseSucceeded {
+			return false, nil
+		}
+		n, err := s.node(ctx, s.Node)
+		return err == nil && !n.Spec.Unschedulable, err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "\nHealed on the driver's word: kubectl get nodeoperations; kubectl get node %s -o jsonpath='{.status.conditions}'\n", s.Node)
 	return nil
 }
 

@@ -155,8 +155,15 @@ func (w *World) play(ctx context.Context, p *corev1.Pod) (bool, string) {
 			if out, err := cmd.CombinedOutput(); err != nil {
 				return false, fmt.Sprintf("reset-gpu: recording the reset of %s failed: %v: %s", bus, err, strings.TrimSpace(string(out)))
 			}
-		} else if err := w.clearCondition(ctx, node, v1alpha1.ConditionGPUXidError); err != nil {
-			return false, err.Error()
+			if err := root.ClearRecovery(bus); err != nil {
+				return false, err.Error()
+			}
+		} else {
+			for _, typ := range []string{v1alpha1.ConditionGPUXidError, v1alpha1.ConditionGPURecoveryRequired} {
+				if err := w.clearCondition(ctx, node, typ); err != nil {
+					return false, err.Error()
+				}
+			}
 		}
 		return true, "reset-gpu: " + bus + " reset and answering"
 	case "reboot":

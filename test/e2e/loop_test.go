@@ -120,6 +120,28 @@ func TestWholeLoop(t *testing.T) {
 
 	t.Cleanup(func() { logPeakRSS(t, w) })
 
+	t.Run("driver-reset", func(t *testing.T) {
+		s := runScenario(t, w, "driver-reset")
+		var n corev1.Node
+		require.NoError(t, w.Cluster.Client.Get(ctx, client.ObjectKey{Name: s.Node}, &n))
+		require.False(t, n.Spec.Unschedulable, "node %s uncordoned", s.Node)
+		for _, typ := range []string{v1alpha1.ConditionGPURecoveryRequired, v1alpha1.ConditionGPUXidError} {
+			c := localcluster.FindNodeCondition(&n, corev1.NodeConditionType(typ))
+			require.NotNil(t, c, typ)
+			require.Equal(t, corev1.ConditionFalse, c.Status, "%s cleared by the real checks after the reset", typ)
+		}
+		var ops v1alpha1.NodeOperationList
+		require.NoError(t, w.Cluster.Client.List(ctx, &ops))
+		var got []string
+		for _, op := range ops.Items {
+			if op.Spec.NodeName == s.Node {
+				got = append(got, op.Spec.Policy+"/"+op.Spec.Operation+"/"+string(op.Status.Phase))
+			}
+		}
+		require.Equal(t, []string{"gpu-recovery-reset/reset-gpu/" + string(v1alpha1.PhaseSucceeded)}, got,
+			"one ladder for the GSP fault, under the driver's policy, though GPUXidError was True too")
+	})
+
 	t.Run("escalate", func(t *testing.T) {
 		s := runScenario(t, w, "escalate")
 		var n corev1.Node
