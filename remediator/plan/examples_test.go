@@ -89,6 +89,33 @@ func TestShippedPoliciesOneLadderPerFault(t *testing.T) {
 		})
 	}
 
+	// The two checks run apart: the driver's condition may appear up to one
+	// NPD interval (60s, deploy/npd/gpu-recovery.json) after the Xid's. When
+	// gpu-xid's 2m have passed, the driver's policy has held its own "for"
+	// already, and claims the node; a moment before, neither acts.
+	for _, tc := range []struct {
+		desc       string
+		xid, drive time.Duration // how long each condition has been True
+		want       string
+	}{
+		{"the Xid's for has passed; the driver's field appeared a minute later", 2 * time.Minute, time.Minute, "gpu-recovery-reset"},
+		{"the driver's field first", 2 * time.Minute, 2*time.Minute + 30*time.Second, "gpu-recovery-reset"},
+		{"only just seen, both", 20 * time.Second, 20 * time.Second, ""},
+	} {
+		n := node("n1", gpuNode,
+			cond(v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason,
+				"XidResetRequired: Xid 154 on 0000:3b:00.0: driver asks reset; reset required", ago(tc.xid)),
+			cond(v1alpha1.ConditionGPURecoveryRequired, corev1.ConditionTrue, v1alpha1.DetectReason,
+				"ResetRequired: driver asks to reset the GPU: GPU reset on 0000:3b:00.0 (GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b)", ago(tc.drive)))
+		win := Winner(all, n, now)
+		if tc.want == "" {
+			require.Nil(t, win, tc.desc)
+			continue
+		}
+		require.NotNil(t, win, tc.desc)
+		require.Equal(t, tc.want, win.Name(), tc.desc)
+	}
+
 	// IMEX domain recovery is left to a person: no shipped policy acts.
 	imex := node("n1", gpuNode, recovery(v1alpha1.ReasonIMEXDomainRecovery, "recover its IMEX domain: recover IMEX domain"))
 	require.Nil(t, Winner(all, imex, now), "no ladder for an IMEX domain")
