@@ -66,11 +66,11 @@ func (o *backendOptions) backends(env *plugin.Env) ([]Backend, error) {
 
 // listDevices asks the backends in turn; see backends. The error names
 // every backend tried.
-func listDevices(ctx context.Context, env *plugin.Env, bs []Backend, memory bool) ([]Device, string, error) {
+func listDevices(ctx context.Context, env *plugin.Env, bs []Backend, what Read) ([]Device, string, error) {
 	var errs []string
 	for _, b := range bs {
 		env.Log.Debug("Listing GPUs", "backend", b.Name())
-		devs, err := b.Devices(ctx, memory)
+		devs, err := b.Devices(ctx, what)
 		if err == nil {
 			return devs, b.Name(), nil
 		}
@@ -111,7 +111,7 @@ func runLost(ctx context.Context, env *plugin.Env, bo *backendOptions, expected 
 }
 
 func checkLost(ctx context.Context, env *plugin.Env, bs []Backend, expected int, labels labelsFunc) plugin.Result {
-	devs, name, err := listDevices(ctx, env, bs, false)
+	devs, name, err := listDevices(ctx, env, bs, ReadList)
 	if err != nil {
 		return plugin.Unknown("gpu: %v", err)
 	}
@@ -176,7 +176,7 @@ func MemoryCommand() *plugin.Command {
 }
 
 func checkMemory(ctx context.Context, env *plugin.Env, bs []Backend, th Thresholds) plugin.Result {
-	devs, name, err := listDevices(ctx, env, bs, true)
+	devs, name, err := listDevices(ctx, env, bs, ReadMemory)
 	if err != nil {
 		return plugin.Unknown("gpu-memory: %v", err)
 	}

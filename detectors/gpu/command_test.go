@@ -27,7 +27,7 @@ type fakeBackend struct {
 }
 
 func (f *fakeBackend) Name() string { return f.name }
-func (f *fakeBackend) Devices(context.Context, bool) ([]Device, error) {
+func (f *fakeBackend) Devices(context.Context, Read) ([]Device, error) {
 	f.calls++
 	return f.devs, f.err
 }
@@ -48,7 +48,7 @@ func TestListDevicesFallback(t *testing.T) {
 	env := testEnv(t, "")
 	nv := &fakeBackend{name: "nvml", err: libraryNotFoundError("nvml: libnvidia-ml.so.1 not found")}
 	smi := &fakeBackend{name: "nvidia-smi", devs: healthy(8)}
-	devs, name, err := listDevices(context.Background(), env, []Backend{nv, smi}, false)
+	devs, name, err := listDevices(context.Background(), env, []Backend{nv, smi}, ReadList)
 	require.NoError(t, err)
 	require.Equal(t, "nvidia-smi", name)
 	require.Len(t, devs, 8)
@@ -56,13 +56,13 @@ func TestListDevicesFallback(t *testing.T) {
 	// Any other NVML failure is reported, not papered over by nvidia-smi.
 	nv = &fakeBackend{name: "nvml", err: errors.New("nvml: init: NVIDIA driver not loaded")}
 	smi = &fakeBackend{name: "nvidia-smi", devs: healthy(8)}
-	_, _, err = listDevices(context.Background(), env, []Backend{nv, smi}, false)
+	_, _, err = listDevices(context.Background(), env, []Backend{nv, smi}, ReadList)
 	require.EqualError(t, err, "nvml: init: NVIDIA driver not loaded")
 	require.Zero(t, smi.calls)
 
 	nv = &fakeBackend{name: "nvml", err: libraryNotFoundError("nvml: libnvidia-ml.so.1 not found")}
 	smi = &fakeBackend{name: "nvidia-smi", err: errors.New("nvidia-smi: not found on PATH or under /")}
-	_, _, err = listDevices(context.Background(), env, []Backend{nv, smi}, false)
+	_, _, err = listDevices(context.Background(), env, []Backend{nv, smi}, ReadList)
 	require.EqualError(t, err, "nvml: libnvidia-ml.so.1 not found; nvidia-smi: not found on PATH or under /")
 }
 
@@ -259,10 +259,10 @@ func TestCapturedH100(t *testing.T) {
 	}
 }
 
-// The backends() the checks build: the memory checks (gpu-memory,
-// gpu-recovery) read the -q -d ECC section through nvidia-smi; the gpu
-// check, which asks no memory signal, runs one --query-gpu and nothing
-// else.
+// The backends() the checks build, and what each check runs: gpu-memory
+// reads the remapped rows and the -q -d ECC section too; gpu-recovery
+// needs only the recovery action, which the verdict --query-gpu holds; the
+// gpu check, which asks no signal, runs the base --query-gpu.
 func TestCommandsSMIInvocations(t *testing.T) {
 	dir, err := filepath.Abs(filepath.Join("..", "testdata", "gpu"))
 	require.NoError(t, err)
@@ -278,7 +278,7 @@ func TestCommandsSMIInvocations(t *testing.T) {
 	}{
 		{Command(), []string{"--expected-gpus=8"}, "8 of 8 GPUs healthy (nvidia-smi)", []string{smiQueryBase}},
 		{MemoryCommand(), nil, "1 GPU without memory faults (nvidia-smi)", []string{smiQueryAll, smiQueryRows, "-q -d ECC"}},
-		{RecoveryCommand(), nil, "1 GPUs, the driver asks no recovery (nvidia-smi)", []string{smiQueryAll, smiQueryRows, "-q -d ECC"}},
+		{RecoveryCommand(), nil, "1 GPUs, the driver asks no recovery (nvidia-smi)", []string{smiQueryAll}},
 	} {
 		t.Run(tc.cmd.Name, func(t *testing.T) {
 			log := filepath.Join(t.TempDir(), "invocations")

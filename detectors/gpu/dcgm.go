@@ -65,6 +65,9 @@ var dcgmMemoryFields = []uint16{
 	fieldRecoveryAction, fieldMemoryUnrepairable, fieldSRAMExceeded, fieldBankRemapNone,
 }
 
+// dcgmRecoveryFields are gpu-recovery's: the recovery action alone.
+var dcgmRecoveryFields = []uint16{fieldRecoveryAction}
+
 // DCGM lists GPUs through a running nv-hostengine (go-dcgm, which dlopens
 // libdcgm.so.4).
 type DCGM struct {
@@ -78,21 +81,24 @@ type DCGM struct {
 func (*DCGM) Name() string { return "dcgm" }
 
 // Devices implements Backend.
-func (b *DCGM) Devices(ctx context.Context, memory bool) ([]Device, error) {
+func (b *DCGM) Devices(ctx context.Context, what Read) ([]Device, error) {
 	read := b.read
 	if read == nil {
 		read = dcgm.Read
 	}
 	var fields []uint16
-	if memory {
+	switch what {
+	case ReadMemory:
 		fields = dcgmMemoryFields
+	case ReadRecovery:
+		fields = dcgmRecoveryFields
 	}
 	return bounded(ctx, "dcgm", func() ([]Device, error) {
 		raw, err := read(b.Addr, fields)
 		if err != nil {
 			return nil, err
 		}
-		return dcgmDevices(raw, memory), nil
+		return dcgmDevices(raw, what), nil
 	})
 }
 
@@ -101,7 +107,7 @@ func (b *DCGM) Devices(ctx context.Context, memory bool) ([]Device, error) {
 // unusable. A field with DCGM_ST_NOT_SUPPORTED or a blank/not-supported
 // sentinel is N/A; another error status, or a not-found/not-permitted
 // sentinel, is a read error.
-func dcgmDevices(raw []dcgm.GPU, memory bool) []Device {
+func dcgmDevices(raw []dcgm.GPU, what Read) []Device {
 	devs := make([]Device, 0, len(raw))
 	for _, g := range raw {
 		d := Device{Index: int(g.ID), UUID: g.UUID}
@@ -116,16 +122,21 @@ func dcgmDevices(raw []dcgm.GPU, memory bool) []Device {
 		case g.Err != nil:
 			d.ReadErr = g.Err.Error()
 		}
-		if memory && d.Usable() && g.Err == nil {
-			readDCGMFields(&d, g.Values)
+		if what != ReadList && d.Usable() && g.Err == nil {
+			readDCGMFields(&d, g.Values, what)
 		}
 		devs = append(devs, d)
 	}
 	return devs
 }
 
-func readDCGMFields(d *Device, vals map[uint16]dcgm.Value) {
+func readDCGMFields(d *Device, vals map[uint16]dcgm.Value, what Read) {
 	var errs []string
+	if what == ReadRecovery {
+		readDCGMVerdict(d, vals, &errs, what)
+		d.ReadErr = joinErr(d.ReadErr, strings.Join(errs, "; "))
+		return
+	}
 	get := func(id uint16) (int64, bool) {
 		v, ok := vals[id]
 		switch {
@@ -162,7 +173,7 @@ func readDCGMFields(d *Device, vals map[uint16]dcgm.Value) {
 	d.RemappedUncorrectable = count(fieldRemapUncorrectable)
 	d.RowRemapFailed = flag(fieldRowRemapFailed)
 	d.RowRemapPending = flag(fieldRowRemapPending)
-	readDCGMVerdict(d, vals, &errs)
+	readDCGMVerdict(d, vals, &errs, what)
 	d.ReadErr = joinErr(d.ReadErr, strings.Join(errs, "; "))
 }
 
@@ -172,7 +183,7 @@ func readDCGMFields(d *Device, vals map[uint16]dcgm.Value) {
 // signal in d.Unsupported; another error status, a not-found or
 // not-permitted sentinel, or no value at all is a read error naming the
 // signal; GPU_IS_LOST marks the GPU lost.
-func readDCGMVerdict(d *Device, vals map[uint16]dcgm.Value, errs *[]string) {
+func readDCGMVerdict(d *Device, vals map[uint16]dcgm.Value, errs *[]string, what Read) {
 	get := func(name string, id uint16) (int64, bool) {
 		v, ok := vals[id]
 		switch {
@@ -197,6 +208,9 @@ func readDCGMVerdict(d *Device, vals map[uint16]dcgm.Value, errs *[]string) {
 	}
 	if v, ok := get(signalRecoveryAction, fieldRecoveryAction); ok {
 		d.RecoveryAction = Recovery{Action: gpuaction.Action(v), Known: true}
+	}
+	if what == ReadRecovery {
+		return
 	}
 	if v, ok := get(signalUnrepairableMemory, fieldMemoryUnrepairable); ok {
 		d.UnrepairableMemory = Flag{Value: v != 0, Known: true}

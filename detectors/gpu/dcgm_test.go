@@ -48,7 +48,7 @@ func TestDCGMDevices(t *testing.T) {
 		{ID: 6, BusID: "00000000:B7:00.0", Status: dcgmStatusEntityOK, Values: lostField},
 		{ID: 7, BusID: "00000000:BD:00.0", Status: dcgmStatusEntityOK, Err: errors.New("read fields: timeout")},
 	}
-	devs := dcgmDevices(raw, true)
+	devs := dcgmDevices(raw, ReadMemory)
 	require.Equal(t, Device{Index: 0, BusID: "0000:07:00.0", UUID: "GPU-0", VolatileDBE: Count{0, true},
 		RemappedUncorrectable: Count{0, true}, RowRemapFailed: Flag{false, true}, RowRemapPending: Flag{false, true},
 		RecoveryAction: Recovery{gpuaction.None, true}, UnrepairableMemory: Flag{false, true}, SRAMThresholdExceeded: Flag{false, true},
@@ -69,7 +69,7 @@ func TestDCGMDevices(t *testing.T) {
 
 	require.Equal(t, "RetiredPageLimit: 60+ retired pages on 0000:87:00.0; replace GPU",
 		DecideMemory("dcgm", devs, Thresholds{DBE: 1, RetiredPages: 60}).Line())
-	r, _ := DecideLost(LostInput{Backend: "dcgm", Devices: dcgmDevices(raw, false), Expected: 8})
+	r, _ := DecideLost(LostInput{Backend: "dcgm", Devices: dcgmDevices(raw, ReadList), Expected: 8})
 	require.Equal(t, "GPUFellOffBus: GPU 0000:47:00.0 is lost (fell off the bus); reboot required", r.Line())
 }
 
@@ -80,20 +80,32 @@ func TestDCGMBackend(t *testing.T) {
 		gotAddr, gotFields = addr, fields
 		return []dcgm.GPU{{ID: 0, BusID: "00000000:07:00.0", Status: dcgmStatusEntityOK, Values: dcgmHealthy()}}, nil
 	}}
-	devs, err := b.Devices(context.Background(), false)
+	devs, err := b.Devices(context.Background(), ReadList)
 	require.NoError(t, err)
 	require.Len(t, devs, 1)
 	require.Equal(t, "127.0.0.1:5555", gotAddr)
 	require.Empty(t, gotFields)
-	_, err = b.Devices(context.Background(), true)
+	_, err = b.Devices(context.Background(), ReadMemory)
 	require.NoError(t, err)
 	require.Equal(t, []uint16{311, 390, 391, 392, 393, 395, 396, 1523, 1507, 346, 389}, gotFields)
+	// gpu-recovery asks for the recovery action alone, and a missing
+	// memory field is then no read error.
+	devs, err = b.Devices(context.Background(), ReadRecovery)
+	require.NoError(t, err)
+	require.Equal(t, []uint16{1523}, gotFields)
+	require.Equal(t, Recovery{gpuaction.None, true}, devs[0].RecoveryAction)
+	only := dcgmDevices([]dcgm.GPU{{ID: 0, BusID: "00000000:07:00.0", Status: dcgmStatusEntityOK,
+		Values: map[uint16]dcgm.Value{fieldRecoveryAction: {Status: dcgmStatusOK, Int64: 2}}}}, ReadRecovery)
+	require.Empty(t, only[0].ReadErr)
+	require.Empty(t, only[0].Unsupported)
+	require.Equal(t, Recovery{gpuaction.NodeReboot, true}, only[0].RecoveryAction)
+	require.False(t, only[0].UnrepairableMemory.Known)
 }
 
 func TestDCGMRealLibraryAbsent(t *testing.T) {
 	// Without libdcgm.so.4 (or a host engine) go-dcgm's Init must fail
 	// cleanly.
-	_, err := (&DCGM{Addr: "127.0.0.1:1"}).Devices(context.Background(), true)
+	_, err := (&DCGM{Addr: "127.0.0.1:1"}).Devices(context.Background(), ReadMemory)
 	if err == nil {
 		t.Skip("a DCGM host engine answers on 127.0.0.1:1")
 	}
@@ -111,7 +123,7 @@ func TestDCGMVerdictValues(t *testing.T) {
 	faulty[fieldMemoryUnrepairable], faulty[fieldSRAMExceeded], faulty[fieldBankRemapNone] = dcgm.Value{Int64: 1}, dcgm.Value{Int64: 1}, dcgm.Value{Int64: 3}
 	raw = append(raw, dcgm.GPU{ID: 5, Status: dcgmStatusEntityOK, Values: faulty})
 
-	devs := dcgmDevices(raw, true)
+	devs := dcgmDevices(raw, ReadMemory)
 	for i, want := range []gpuaction.Action{gpuaction.None, gpuaction.GPUReset, gpuaction.NodeReboot, gpuaction.DrainP2P, gpuaction.DrainAndReset} {
 		require.Equal(t, Recovery{want, true}, devs[i].RecoveryAction, "GPU %d", i)
 	}
@@ -124,7 +136,7 @@ func TestDCGMVerdictValues(t *testing.T) {
 		require.Equal(t, Flag{}, d.ChannelRepairPending)
 		require.Equal(t, Flag{}, d.TPCRepairPending)
 	}
-	require.Empty(t, dcgmDevices(raw, false)[5].Unsupported, "nothing read without memory")
+	require.Empty(t, dcgmDevices(raw, ReadList)[5].Unsupported, "nothing read without memory")
 }
 
 // TestDCGMVerdictStatuses sets one verdict field on GPU 0 and checks that
@@ -170,7 +182,7 @@ func TestDCGMVerdictStatuses(t *testing.T) {
 				devs := dcgmDevices([]dcgm.GPU{
 					{ID: 0, BusID: "00000000:07:00.0", Status: dcgmStatusEntityOK, Values: v},
 					{ID: 1, BusID: "00000000:0F:00.0", Status: dcgmStatusEntityOK, Values: dcgmHealthy()},
-				}, true)
+				}, ReadMemory)
 				d := devs[0]
 				require.Equal(t, tc.known, sig.known(d), "Known")
 				want := []string{signalRepairStatus}
@@ -215,7 +227,7 @@ func TestDCGMVerdictOldGenerationsAndEngines(t *testing.T) {
 		{ID: 0, BusID: "00000000:07:00.0", Status: dcgmStatusEntityOK, Values: a100},
 		{ID: 1, BusID: "00000000:0F:00.0", Status: dcgmStatusEntityOK, Values: v100},
 		{ID: 2, BusID: "00000000:47:00.0", Status: dcgmStatusEntityOK, Values: oldEngine},
-	}, true)
+	}, ReadMemory)
 	require.Equal(t, []string{signalUnrepairableMemory, signalRepairStatus}, devs[0].Unsupported)
 	require.Equal(t, Recovery{gpuaction.None, true}, devs[0].RecoveryAction)
 	require.Equal(t, Count{0, true}, devs[0].BanksWithoutSpareRows)

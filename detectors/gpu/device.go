@@ -151,12 +151,26 @@ func (d Device) name() string {
 	return "unknown"
 }
 
-// Backend lists the GPUs. memory asks for the memory health counters too;
-// without it a backend may leave them unknown. An error means the backend
-// could not list devices at all, and the caller must report Unknown.
+// Read is what a check asks a backend for: each check pays only for the
+// calls its verdict needs.
+type Read int
+
+const (
+	// ReadList: the GPUs, with bus IDs and UUIDs (the gpu check).
+	ReadList Read = iota
+	// ReadRecovery: and the driver's recovery action (gpu-recovery).
+	ReadRecovery
+	// ReadMemory: and every memory counter and verdict signal
+	// (gpu-memory).
+	ReadMemory
+)
+
+// Backend lists the GPUs, with what the Read asks for; what it does not
+// ask for is left unknown. An error means the backend could not list
+// devices at all, and the caller must report Unknown.
 type Backend interface {
 	Name() string
-	Devices(ctx context.Context, memory bool) ([]Device, error)
+	Devices(ctx context.Context, what Read) ([]Device, error)
 }
 
 // libraryNotFoundError marks a backend whose library is not installed, so

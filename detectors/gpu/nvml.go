@@ -23,11 +23,11 @@ func (*NVML) Name() string { return "nvml" }
 // Devices implements Backend. NVML calls on a GPU that fell off the bus can
 // block for a long time, so the calls run in a goroutine and ctx bounds
 // the wait; a call that never returns is left behind (the process exits).
-func (b *NVML) Devices(ctx context.Context, memory bool) ([]Device, error) {
-	return bounded(ctx, "nvml", func() ([]Device, error) { return b.devices(ctx, memory) })
+func (b *NVML) Devices(ctx context.Context, what Read) ([]Device, error) {
+	return bounded(ctx, "nvml", func() ([]Device, error) { return b.devices(ctx, what) })
 }
 
-func (b *NVML) devices(ctx context.Context, memory bool) ([]Device, error) {
+func (b *NVML) devices(ctx context.Context, what Read) ([]Device, error) {
 	if ret := b.Lib.Init(); ret != nvml.SUCCESS {
 		switch ret {
 		case nvml.ERROR_LIBRARY_NOT_FOUND:
@@ -55,8 +55,8 @@ func (b *NVML) devices(ctx context.Context, memory bool) ([]Device, error) {
 		return nil, fmt.Errorf("nvml: device count: %v", ret)
 	}
 	var v *verdictReader
-	if memory {
-		v = newVerdictReader(b.Lib)
+	if what != ReadList {
+		v = newVerdictReader(b.Lib, what)
 	}
 	devs := make([]Device, 0, n)
 	for i := 0; i < n; i++ {
@@ -68,8 +68,8 @@ func (b *NVML) devices(ctx context.Context, memory bool) ([]Device, error) {
 	return devs, nil
 }
 
-// nvmlDevice reads device i; v is nil when the memory counters are not
-// wanted.
+// nvmlDevice reads device i; v is nil when only the list is wanted, and
+// reads only the recovery action for ReadRecovery.
 func nvmlDevice(lib nvml.Interface, i int, v *verdictReader) Device {
 	d := Device{Index: i}
 	h, ret := lib.DeviceGetHandleByIndex(i)
@@ -93,6 +93,12 @@ func nvmlDevice(lib nvml.Interface, i int, v *verdictReader) Device {
 		d.UUID = uuid
 	}
 	if v == nil {
+		return d
+	}
+	if v.what == ReadRecovery {
+		var readErrs []string
+		v.readRecovery(h, &d, &readErrs)
+		d.ReadErr = strings.Join(readErrs, "; ")
 		return d
 	}
 
@@ -144,7 +150,7 @@ func nvmlDevice(lib nvml.Interface, i int, v *verdictReader) Device {
 		d.RemappedUncorrectable = Count{Value: uint64(unc), Known: true}
 	}
 	if !d.Lost {
-		readErrs = v.read(h, &d, readErrs)
+		v.read(h, &d, &readErrs)
 	}
 	d.ReadErr = strings.Join(readErrs, "; ")
 	return d
@@ -166,6 +172,8 @@ const (
 // after Init, and reused for every GPU, so a run pays for the symbol
 // look-ups and the field value buffer once.
 type verdictReader struct {
+	// what is ReadRecovery or ReadMemory.
+	what Read
 	// has* say whether the installed libnvidia-ml exports the call.
 	// go-nvml binds its C calls lazily (dlopen RTLD_LAZY) and does not
 	// check for a symbol: calling one the library lacks is a dynamic
@@ -189,10 +197,15 @@ const (
 	symHistogram    = "nvmlDeviceGetRowRemapperHistogram"
 )
 
-func newVerdictReader(lib nvml.Interface) *verdictReader {
+func newVerdictReader(lib nvml.Interface, what Read) *verdictReader {
+	if what == ReadRecovery {
+		// The recovery action is a field value: no symbol to look up.
+		return &verdictReader{what: what, field: make([]nvml.FieldValue, 1)}
+	}
 	ext := lib.Extensions()
 	has := func(sym string) bool { return ext.LookupSymbol(sym) == nil }
 	return &verdictReader{
+		what:            what,
 		hasUnrepairable: has(symUnrepairable),
 		hasSRAM:         has(symSRAM),
 		hasRepair:       has(symRepair),
@@ -201,15 +214,14 @@ func newVerdictReader(lib nvml.Interface) *verdictReader {
 	}
 }
 
-// read fills d's verdict fields and returns readErrs with the signals
-// that failed to read appended. For each signal: SUCCESS is Known;
-// ERROR_NOT_SUPPORTED, ERROR_FUNCTION_NOT_FOUND or a symbol the library
-// lacks puts the signal's name in d.Unsupported; ERROR_GPU_IS_LOST marks
-// the device lost, as the counters above do; any other return is a read
-// error naming the signal.
-func (v *verdictReader) read(h nvml.Device, d *Device, readErrs []string) []string {
-	// ok sorts one return. The device's first lost return is kept in Err.
-	ok := func(what string, ret nvml.Return) bool {
+// sorter returns the function that sorts one verdict signal's return:
+// SUCCESS is Known (true); ERROR_NOT_SUPPORTED, ERROR_FUNCTION_NOT_FOUND
+// or a symbol the library lacks puts the signal's name in d.Unsupported;
+// ERROR_GPU_IS_LOST marks the device lost, as the counters above do, and
+// the first such return is kept in Err; any other return is a read error
+// naming the signal, appended to readErrs.
+func (v *verdictReader) sorter(d *Device, readErrs *[]string) func(what string, ret nvml.Return) bool {
+	return func(what string, ret nvml.Return) bool {
 		switch ret {
 		case nvml.SUCCESS:
 			return true
@@ -220,21 +232,32 @@ func (v *verdictReader) read(h nvml.Device, d *Device, readErrs []string) []stri
 				d.Lost, d.Err = true, fmt.Sprintf("%s: %v", what, ret)
 			}
 		default:
-			readErrs = append(readErrs, fmt.Sprintf("%s: %v", what, ret))
+			*readErrs = append(*readErrs, fmt.Sprintf("%s: %v", what, ret))
 		}
 		return false
 	}
+}
 
-	// The recovery action is a field value: one GetFieldValues call, whose
-	// own return covers the call and the field's nvmlReturn the value.
+// readRecovery reads the recovery action, a field value: one
+// GetFieldValues call, whose own return covers the call and the field's
+// nvmlReturn the value.
+func (v *verdictReader) readRecovery(h nvml.Device, d *Device, readErrs *[]string) {
+	ok := v.sorter(d, readErrs)
 	v.field[0] = nvml.FieldValue{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}
 	if ok(signalRecoveryAction, h.GetFieldValues(v.field)) && ok(signalRecoveryAction, nvml.Return(v.field[0].NvmlReturn)) {
 		if a, good := fieldUint(v.field[0]); good {
 			d.RecoveryAction = Recovery{Action: gpuaction.Action(a), Known: true}
 		} else {
-			readErrs = append(readErrs, fmt.Sprintf("%s: value type %d", signalRecoveryAction, v.field[0].ValueType))
+			*readErrs = append(*readErrs, fmt.Sprintf("%s: value type %d", signalRecoveryAction, v.field[0].ValueType))
 		}
 	}
+}
+
+// read fills d's verdict fields, sorting each signal's return as sorter
+// says.
+func (v *verdictReader) read(h nvml.Device, d *Device, readErrs *[]string) {
+	v.readRecovery(h, d, readErrs)
+	ok := v.sorter(d, readErrs)
 
 	if !v.hasUnrepairable {
 		ok(signalUnrepairableMemory, nvml.ERROR_FUNCTION_NOT_FOUND)
@@ -260,7 +283,6 @@ func (v *verdictReader) read(h nvml.Device, d *Device, readErrs []string) []stri
 	} else if s, ret := h.GetRowRemapperHistogram(); ok(signalRowRemapHistogram, ret) {
 		d.BanksWithoutSpareRows = Count{Value: uint64(s.None), Known: true}
 	}
-	return readErrs
 }
 
 // fieldUint is an NVML field value as an unsigned integer; ok is false

@@ -76,7 +76,7 @@ func dev(s *dgxa100.Server, i int) *dgxa100.Device { return s.Devices[i].(*dgxa1
 
 func TestNVMLHealthy(t *testing.T) {
 	s := dgx(t)
-	devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
+	devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadMemory)
 	require.NoError(t, err)
 	require.Len(t, devs, 8)
 	require.Equal(t, Device{
@@ -100,7 +100,7 @@ func TestNVMLLostGPU(t *testing.T) {
 		}
 		return inner(i)
 	}
-	devs, err := (&NVML{Lib: s}).Devices(context.Background(), false)
+	devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadList)
 	require.NoError(t, err)
 	require.True(t, devs[5].Lost)
 	require.Equal(t, "get handle: ERROR_GPU_IS_LOST", devs[5].Err)
@@ -128,7 +128,7 @@ func TestNVMLMemoryValues(t *testing.T) {
 		}
 		return []uint64{0x2000, 0x3000}, nvml.SUCCESS
 	}
-	devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
+	devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadMemory)
 	require.NoError(t, err)
 	require.Equal(t, Count{4, true}, devs[1].VolatileDBE)
 	require.Equal(t, Flag{true, true}, devs[2].RowRemapPending)
@@ -155,7 +155,7 @@ func TestNVMLRetiredPagesOnlyWithoutRemapper(t *testing.T) {
 	volta.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
 	volta.GetRetiredPagesFunc = func(nvml.PageRetirementCause) ([]uint64, nvml.Return) { return []uint64{0x1000}, nvml.SUCCESS }
 	failing.GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, nvml.ERROR_UNKNOWN }
-	devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
+	devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadMemory)
 	require.NoError(t, err)
 
 	for i := range devs {
@@ -184,7 +184,7 @@ func TestNVMLRetiredPagesOnlyWithoutRemapper(t *testing.T) {
 func TestNVMLLostDuringMemoryRead(t *testing.T) {
 	s := dgx(t)
 	dev(s, 0).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, nvml.ERROR_GPU_IS_LOST }
-	devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
+	devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadMemory)
 	require.NoError(t, err)
 	require.True(t, devs[0].Lost)
 	require.Equal(t, "0000:07:00.0", devs[0].BusID)
@@ -203,7 +203,7 @@ func TestNVMLInitFailures(t *testing.T) {
 	} {
 		t.Run(tc.ret.Error(), func(t *testing.T) {
 			lib := &mock.Interface{InitFunc: func() nvml.Return { return tc.ret }}
-			devs, err := (&NVML{Lib: lib}).Devices(context.Background(), true)
+			devs, err := (&NVML{Lib: lib}).Devices(context.Background(), ReadMemory)
 			require.EqualError(t, err, tc.want)
 			require.Nil(t, devs)
 			require.Equal(t, tc.fallback, isLibraryNotFound(err))
@@ -214,14 +214,14 @@ func TestNVMLInitFailures(t *testing.T) {
 func TestNVMLPanicIsAnError(t *testing.T) {
 	// Unset mock funcs panic: DeviceGetCount here.
 	lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.SUCCESS }, ShutdownFunc: func() nvml.Return { return nvml.SUCCESS }}
-	_, err := (&NVML{Lib: lib}).Devices(context.Background(), false)
+	_, err := (&NVML{Lib: lib}).Devices(context.Background(), ReadList)
 	require.ErrorContains(t, err, "nvml: internal error")
 }
 
 func TestNVMLRealLibraryAbsent(t *testing.T) {
 	// On a machine without the NVIDIA driver go-nvml's Init must fail
 	// cleanly; with one, it must list devices. Either way, no panic.
-	devs, err := (&NVML{Lib: nvml.New()}).Devices(context.Background(), true)
+	devs, err := (&NVML{Lib: nvml.New()}).Devices(context.Background(), ReadMemory)
 	if err != nil {
 		t.Logf("no NVML here: %v", err)
 		return
@@ -236,7 +236,7 @@ func TestNVMLHangIsBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := (&NVML{Lib: lib}).Devices(ctx, false)
+	_, err := (&NVML{Lib: lib}).Devices(ctx, ReadList)
 	require.ErrorContains(t, err, "nvml: no answer")
 	require.Less(t, time.Since(start), 2*time.Second)
 }
@@ -262,7 +262,7 @@ func TestNVMLVerdictValues(t *testing.T) {
 	dev(s, 7).GetRepairStatusFunc = func() (nvml.RepairStatus, nvml.Return) {
 		return nvml.RepairStatus{Version: 1, BChannelRepairPending: 1}, nvml.SUCCESS
 	}
-	devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
+	devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadMemory)
 	require.NoError(t, err)
 	for i, want := range []gpuaction.Action{gpuaction.None, gpuaction.GPUReset, gpuaction.NodeReboot, gpuaction.DrainP2P, gpuaction.DrainAndReset} {
 		require.Equal(t, Recovery{want, true}, devs[i].RecoveryAction, "GPU %d", i)
@@ -284,19 +284,53 @@ func TestNVMLVerdictValues(t *testing.T) {
 
 func TestNVMLVerdictReadOnlyForMemory(t *testing.T) {
 	s := dgx(t)
-	_, err := (&NVML{Lib: s}).Devices(context.Background(), false)
+	_, err := (&NVML{Lib: s}).Devices(context.Background(), ReadList)
 	require.NoError(t, err)
 	require.Empty(t, s.LookupSymbolCalls())
 	require.Empty(t, dev(s, 0).GetFieldValuesCalls())
 	require.Empty(t, dev(s, 0).GetRepairStatusCalls())
 
-	_, err = (&NVML{Lib: s}).Devices(context.Background(), true)
+	_, err = (&NVML{Lib: s}).Devices(context.Background(), ReadMemory)
 	require.NoError(t, err)
 	var syms []string
 	for _, c := range s.LookupSymbolCalls() {
 		syms = append(syms, c.S)
 	}
 	require.Equal(t, []string{symUnrepairable, symSRAM, symRepair, symHistogram}, syms, "each symbol looked up once per run, not per GPU")
+}
+
+// gpu-recovery reads the recovery action and nothing else of the memory:
+// no ECC counter, remapper, page or symbol look-up, one field per GPU.
+func TestNVMLRecoveryReadsOnlyTheAction(t *testing.T) {
+	s := dgx(t)
+	dev(s, 3).GetFieldValuesFunc = func(v []nvml.FieldValue) nvml.Return {
+		v[0].ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+		binary.NativeEndian.PutUint32(v[0].Value[:], uint32(nvml.GPU_RECOVERY_ACTION_GPU_RESET))
+		return nvml.SUCCESS
+	}
+	dev(s, 5).GetFieldValuesFunc = func(v []nvml.FieldValue) nvml.Return { return nvml.ERROR_UNKNOWN }
+	devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadRecovery)
+	require.NoError(t, err)
+	require.Len(t, devs, 8)
+	require.Empty(t, s.LookupSymbolCalls())
+	for i := range devs {
+		d := dev(s, i)
+		require.Empty(t, d.GetTotalEccErrorsCalls(), "GPU %d", i)
+		require.Empty(t, d.GetRemappedRowsCalls(), "GPU %d", i)
+		require.Empty(t, d.GetRetiredPagesPendingStatusCalls(), "GPU %d", i)
+		require.Empty(t, d.GetRepairStatusCalls(), "GPU %d", i)
+		require.Empty(t, d.GetSramEccErrorStatusCalls(), "GPU %d", i)
+		require.Empty(t, d.GetRowRemapperHistogramCalls(), "GPU %d", i)
+		require.Empty(t, d.GetUnrepairableMemoryFlag_v1Calls(), "GPU %d", i)
+		calls := d.GetFieldValuesCalls()
+		require.Len(t, calls, 1, "GPU %d", i)
+		require.EqualValues(t, nvml.FI_DEV_GET_GPU_RECOVERY_ACTION, calls[0].FieldValues[0].FieldId)
+		require.False(t, devs[i].VolatileDBE.Known, "not read")
+	}
+	require.Equal(t, Recovery{gpuaction.GPUReset, true}, devs[3].RecoveryAction)
+	require.Equal(t, "recovery action: ERROR_UNKNOWN", devs[5].ReadErr)
+	require.Equal(t, Recovery{gpuaction.None, true}, devs[0].RecoveryAction)
+	require.Equal(t, "ResetRequired", DecideRecovery("nvml", devs).Reason)
 }
 
 // TestNVMLVerdictReturns sets one verdict call's return on GPU 2 and checks
@@ -362,7 +396,7 @@ func TestNVMLVerdictReturns(t *testing.T) {
 			t.Run(sig.name+"/"+tc.ret.String(), func(t *testing.T) {
 				s := dgx(t)
 				sig.set(dev(s, 2), tc.ret)
-				devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
+				devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadMemory)
 				require.NoError(t, err)
 				d := devs[2]
 				require.Equal(t, tc.want.known, sig.known(d), "Known")
@@ -414,7 +448,7 @@ func TestNVMLVerdictReturns(t *testing.T) {
 					dd.GetRowRemapperHistogramFunc = nil
 				}
 			}
-			devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
+			devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadMemory)
 			require.NoError(t, err)
 			for i, d := range devs {
 				require.False(t, sig.known(d), "GPU %d", i)
@@ -447,7 +481,7 @@ func TestNVMLVerdictOldGenerations(t *testing.T) {
 	v100.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
 	v100.GetRetiredPagesFunc = func(nvml.PageRetirementCause) ([]uint64, nvml.Return) { return nil, nvml.SUCCESS }
 
-	devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
+	devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadMemory)
 	require.NoError(t, err)
 	a100 := devs[0]
 	require.Equal(t, Flag{}, a100.UnrepairableMemory)
@@ -495,7 +529,7 @@ func TestNVMLRecoveryActionValueTypes(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			s := dgx(t)
 			dev(s, 1).GetFieldValuesFunc = set(tc.typ, tc.raw)
-			devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
+			devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadMemory)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, devs[1].RecoveryAction)
 			require.Equal(t, tc.readErr, devs[1].ReadErr)
@@ -507,7 +541,7 @@ func TestNVMLRecoveryActionValueTypes(t *testing.T) {
 func TestNVMLLostSkipsVerdict(t *testing.T) {
 	s := dgx(t)
 	dev(s, 0).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 0, false, false, nvml.ERROR_GPU_IS_LOST }
-	devs, err := (&NVML{Lib: s}).Devices(context.Background(), true)
+	devs, err := (&NVML{Lib: s}).Devices(context.Background(), ReadMemory)
 	require.NoError(t, err)
 	require.Equal(t, "remapped rows: ERROR_GPU_IS_LOST", devs[0].Err)
 	require.Empty(t, dev(s, 0).GetFieldValuesCalls(), "no more calls on a lost GPU")

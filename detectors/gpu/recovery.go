@@ -130,7 +130,7 @@ func RecoveryCommand() *plugin.Command {
 }
 
 func checkRecovery(ctx context.Context, env *plugin.Env, bs []Backend) plugin.Result {
-	devs, name, err := listDevices(ctx, env, bs, true)
+	devs, name, err := listDevices(ctx, env, bs, ReadRecovery)
 	if err != nil {
 		return plugin.Unknown("gpu-recovery: %v", err)
 	}

@@ -106,19 +106,20 @@ type SMI struct {
 // Name implements Backend.
 func (*SMI) Name() string { return "nvidia-smi" }
 
-// Devices implements Backend. Without memory it runs one --query-gpu of
-// smiBaseFields. With memory it runs the --query-gpu with the verdict
-// fields appended (again without each field this nvidia-smi rejects),
-// then --query-remapped-rows, then, with ECCSection, -q -d ECC for
-// channel/TPC repair pending and unrepairable memory. When a later query
-// fails while the GPU query worked, the devices get a read error rather
-// than the whole call failing.
-func (s *SMI) Devices(ctx context.Context, memory bool) ([]Device, error) {
+// Devices implements Backend. ReadList runs one --query-gpu of
+// smiBaseFields. ReadRecovery and ReadMemory run the --query-gpu with the
+// verdict fields appended (again without each field this nvidia-smi
+// rejects), which holds the recovery action; ReadMemory then runs
+// --query-remapped-rows, then, with ECCSection, -q -d ECC for channel/TPC
+// repair pending and unrepairable memory. When a later query fails while
+// the GPU query worked, the devices get a read error rather than the whole
+// call failing.
+func (s *SMI) Devices(ctx context.Context, what Read) ([]Device, error) {
 	path, err := findSMI(s.Path, s.Root)
 	if err != nil {
 		return nil, err
 	}
-	if !memory {
+	if what == ReadList {
 		out, err := s.run(ctx, path, smiQueryGPU(nil)...)
 		if err != nil {
 			return nil, err
@@ -133,7 +134,7 @@ func (s *SMI) Devices(ctx context.Context, memory bool) ([]Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(devs) == 0 {
+	if len(devs) == 0 || what == ReadRecovery {
 		return devs, nil
 	}
 	var rows []Device

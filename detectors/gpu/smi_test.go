@@ -201,11 +201,11 @@ func TestSMIRunner(t *testing.T) {
 	for _, tc := range []struct {
 		desc    string
 		script  string
-		memory  bool
+		memory  Read
 		wantErr string
 		check   func(t *testing.T, devs []Device)
 	}{
-		{desc: "healthy", script: answer("query-gpu-a100x8-healthy.txt", "remapped-rows-a100x8-pending.txt", 0), memory: true, check: func(t *testing.T, devs []Device) {
+		{desc: "healthy", script: answer("query-gpu-a100x8-healthy.txt", "remapped-rows-a100x8-pending.txt", 0), memory: ReadMemory, check: func(t *testing.T, devs []Device) {
 			require.Len(t, devs, 8)
 			require.Equal(t, Flag{true, true}, devs[3].RowRemapPending)
 		}},
@@ -216,7 +216,7 @@ func TestSMIRunner(t *testing.T) {
 		{desc: "driver failure", script: answer("query-gpu-driver-failure.txt", "query-gpu-driver-failure.txt", 9), wantErr: "nvidia-smi: NVIDIA-SMI has failed"},
 		{desc: "stderr only", script: "echo 'Failed to initialize NVML: Unknown Error' >&2; exit 255", wantErr: "Failed to initialize NVML"},
 		{desc: "non-zero exit, no output", script: "exit 1", wantErr: "exit status 1 and no output"},
-		{desc: "remap query fails: read error, not a failure", script: "case \"$1\" in --query-gpu=*) cat '" + filepath.Join(dir, "query-gpu-a100x8-healthy.txt") + "';; *) echo 'Segmentation fault'; exit 139;; esac", memory: true, check: func(t *testing.T, devs []Device) {
+		{desc: "remap query fails: read error, not a failure", script: "case \"$1\" in --query-gpu=*) cat '" + filepath.Join(dir, "query-gpu-a100x8-healthy.txt") + "';; *) echo 'Segmentation fault'; exit 139;; esac", memory: ReadMemory, check: func(t *testing.T, devs []Device) {
 			require.Len(t, devs, 8)
 			require.Contains(t, devs[0].ReadErr, "remapped rows")
 		}},
@@ -245,7 +245,7 @@ func TestSMIRunnerTimeout(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			s := &SMI{Path: writeScript(t, tc.script), Timeout: 300 * time.Millisecond}
 			start := time.Now()
-			devs, err := s.Devices(context.Background(), false)
+			devs, err := s.Devices(context.Background(), ReadList)
 			elapsed := time.Since(start)
 			require.ErrorContains(t, err, "nvidia-smi: no answer in")
 			require.Nil(t, devs)
@@ -259,14 +259,14 @@ func TestSMIExitedChildHoldsPipes(t *testing.T) {
 	// used once WaitDelay gives up on the pipe.
 	s := &SMI{Path: writeScript(t, "echo 'No devices were found'; (sleep 30) &"), Timeout: 10 * time.Second}
 	start := time.Now()
-	devs, err := s.Devices(context.Background(), false)
+	devs, err := s.Devices(context.Background(), ReadList)
 	require.NoError(t, err)
 	require.Empty(t, devs)
 	require.Less(t, time.Since(start), smiWaitDelay+2*time.Second)
 }
 
 func TestFindSMI(t *testing.T) {
-	_, err := (&SMI{Path: "/nonexistent/nvidia-smi", Timeout: time.Second}).Devices(context.Background(), false)
+	_, err := (&SMI{Path: "/nonexistent/nvidia-smi", Timeout: time.Second}).Devices(context.Background(), ReadList)
 	require.ErrorContains(t, err, "nvidia-smi: stat /nonexistent/nvidia-smi")
 
 	root := t.TempDir()
@@ -497,7 +497,7 @@ func TestSMIVerdict(t *testing.T) {
 				timeout = tc.timeout
 			}
 			s := &SMI{Path: path, Timeout: timeout, ECCSection: !tc.noECC}
-			devs, err := s.Devices(context.Background(), true)
+			devs, err := s.Devices(context.Background(), ReadMemory)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, verdictOf(devs[0]))
 			for i := 1; i < len(devs); i++ {
@@ -517,7 +517,7 @@ func TestSMIVerdict(t *testing.T) {
 // and reads no verdict field.
 func TestSMIVerdictNotForGPUCheck(t *testing.T) {
 	path, log := smiFake{gpu: "query-gpu-h100x8-healthy.txt"}.script(t)
-	devs, err := (&SMI{Path: path, Timeout: 5 * time.Second, ECCSection: true}).Devices(context.Background(), false)
+	devs, err := (&SMI{Path: path, Timeout: 5 * time.Second, ECCSection: true}).Devices(context.Background(), ReadList)
 	require.NoError(t, err)
 	require.Len(t, devs, 8)
 	require.Equal(t, verdict{}, verdictOf(devs[0]))
@@ -528,7 +528,7 @@ func TestSMIVerdictNotForGPUCheck(t *testing.T) {
 // unexplained, and the backend fails as before.
 func TestSMIBaseFieldRejected(t *testing.T) {
 	s := &SMI{Path: writeScript(t, `echo 'Field "retired_pages.sbe" is not a valid field to query.'; echo; exit 2`), Timeout: 5 * time.Second}
-	_, err := s.Devices(context.Background(), true)
+	_, err := s.Devices(context.Background(), ReadMemory)
 	require.ErrorContains(t, err, `unexpected output line "Field \"retired_pages.sbe\" is not a valid field to query."`)
 }
 

@@ -114,8 +114,8 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 		return b
 	}
 	smi := &gpu.SMI{Path: filepath.Join(r.Dir, rootSMI), Root: host.Root(r.Dir), Timeout: 10 * time.Second, ECCSection: true}
-	listed := func(memory bool) []gpu.Device {
-		devs, err := smi.Devices(context.Background(), memory)
+	listed := func(what gpu.Read) []gpu.Device {
+		devs, err := smi.Devices(context.Background(), what)
 		require.NoError(t, err)
 		for _, d := range devs {
 			require.True(t, d.Usable(), "%+v", d)
@@ -123,7 +123,7 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 		}
 		return devs
 	}
-	devs := listed(true)
+	devs := listed(gpu.ReadMemory)
 	require.Len(t, devs, 8)
 	for _, d := range devs {
 		require.Equal(t, gpuaction.None, d.RecoveryAction.Action, "the driver asks no recovery")
@@ -172,10 +172,10 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 	require.Equal(t, 46, found[0].Xid)
 	require.Equal(t, "0000:18:00.0", found[0].Bus, "the bus the reset-gpu template extracts")
 
-	require.Len(t, listed(false), 8)
+	require.Len(t, listed(gpu.ReadList), 8)
 	require.NoError(t, r.LoseGPU(1))
-	require.Len(t, listed(false), 7, "a lost GPU is not listed")
-	require.Len(t, listed(true), 7)
+	require.Len(t, listed(gpu.ReadList), 7, "a lost GPU is not listed")
+	require.Len(t, listed(gpu.ReadMemory), 7)
 	eccDevs, code = eccLog()
 	require.Equal(t, 15, code, "nvidia-smi exits 15 when it cannot get a GPU's handle")
 	require.Len(t, eccDevs, 8)
@@ -204,7 +204,7 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 	require.Empty(t, found, "a fresh kernel log")
 	_, err = os.Stat(filepath.Join(r.Dir, "/proc/4242"))
 	require.True(t, os.IsNotExist(err), "no process survives a reboot")
-	require.Len(t, listed(false), 8, "the GPU is back on the bus")
+	require.Len(t, listed(gpu.ReadList), 8, "the GPU is back on the bus")
 }
 
 // TestNPDConfigs: deploy/npd's monitors are rewritten for a fake root, sped
@@ -219,7 +219,7 @@ func TestFakeRootRecoveryAction(t *testing.T) {
 	require.NoError(t, err)
 	smi := &gpu.SMI{Path: filepath.Join(r.Dir, rootSMI), Root: host.Root(r.Dir), Timeout: 10 * time.Second, ECCSection: true}
 	verdict := func() plugin.Result {
-		devs, err := smi.Devices(context.Background(), true)
+		devs, err := smi.Devices(context.Background(), gpu.ReadMemory)
 		require.NoError(t, err)
 		require.Equal(t, plugin.StatusOK, gpu.DecideMemory("nvidia-smi", devs, gpu.Thresholds{DBE: 1}).Status, "every ECC counter stays 0")
 		return gpu.DecideRecovery("nvidia-smi", devs)
@@ -368,7 +368,7 @@ func TestSmallHelpers(t *testing.T) {
 	_, err := FindScenario("xid")
 	require.NoError(t, err)
 	_, err = FindScenario("xdi")
-	require.ErrorContains(t, err, `unknown scenario "xdi"; known: xid, escalate, nfs-storm, idle, dstate`)
+	require.ErrorContains(t, err, `unknown scenario "xdi"; known: xid, driver-reset, escalate, nfs-storm, idle, dstate`)
 	require.Equal(t, "abc", oneLine("abc\ndef", 10))
 	require.Equal(t, "abcd…", oneLine("abcdefgh", 5))
 	require.Equal(t, "4th node is", migEvery(4))
