@@ -18,7 +18,10 @@
 #   OUT     directory for the log and raw samples (default: a temporary one)
 #   SMI_BACKEND  0 leaves out the binaries' --backend=nvidia-smi rows (default
 #           1); the nvidia-smi invocations alone are measured either way
-#   NVMLCOST_MODES  the nvmlcost modes measured (default "calls fields")
+#   SMI_ALONE  0 leaves out the nvidia-smi invocations measured alone
+#           (default 1)
+#   NVMLCOST_MODES  the nvmlcost modes measured (default "calls fields"; ""
+#           leaves nvmlcost out)
 #   DIAG    0 leaves out the slow diagnostics after the table: inittrace,
 #           LD_DEBUG, strace, ltrace, perf (default 1)
 #
@@ -97,9 +100,11 @@ for b in "${bins[@]}"; do
 	add "$l: no check (start-up only)" "$p"
 	add "$l: gpu --backend=nvml" "$p" gpu --backend=nvml --expected-gpus="$gpus"
 	add "$l: gpu-memory --backend=nvml" "$p" gpu-memory --backend=nvml
+	add "$l: gpu-recovery --backend=nvml" "$p" gpu-recovery --backend=nvml
 	[ "$SMI_BACKEND" = 0 ] && continue
 	add "$l: gpu --backend=nvidia-smi" "$p" gpu --backend=nvidia-smi --expected-gpus="$gpus"
 	add "$l: gpu-memory --backend=nvidia-smi" "$p" gpu-memory --backend=nvidia-smi
+	add "$l: gpu-recovery --backend=nvidia-smi" "$p" gpu-recovery --backend=nvidia-smi
 done
 # What one nvidia-smi costs alone: each invocation the nvidia-smi backend
 # makes or might make. gpu runs the first; gpu-memory the second (the
@@ -107,7 +112,7 @@ done
 # status and unrepairable memory, which no --query-gpu field gives,
 # -q -d ECC. -q -x -d ECC is there to show whether this nvidia-smi takes
 # it (580 refuses -d with -x), and -q -x is the whole XML.
-if have nvidia-smi; then
+if have nvidia-smi && [ "${SMI_ALONE:-1}" != 0 ]; then
 	qbase=index,pci.bus_id,uuid,ecc.errors.uncorrected.volatile.total,retired_pages.pending,retired_pages.sbe,retired_pages.dbe
 	add "nvidia-smi --query-gpu (gpu's fields)" nvidia-smi --query-gpu=$qbase --format=csv,noheader
 	add "nvidia-smi --query-gpu (gpu-memory's, verdict fields too)" nvidia-smi \
