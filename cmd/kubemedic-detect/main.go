@@ -1,6 +1,6 @@
 // Command kubemedic-detect runs one node check as a node-problem-detector
 // custom plugin: kubemedic-detect <check> [flags]. Exit 0 OK, 1 NonOK,
-// 2 Unknown, and one line of at most 80 characters on stdout.
+// 2 Unknown, and one line of at most plugin.MaxLine (160) bytes on stdout.
 package main
 
 import (
