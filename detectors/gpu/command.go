@@ -39,10 +39,9 @@ func bindBackendFlags(fs *pflag.FlagSet) *backendOptions {
 // backends are the backends to try in order; a later one is tried only
 // when the one before it failed because its library is not installed.
 func (o *backendOptions) backends(env *plugin.Env) ([]Backend, error) {
-	// ECCSection: the memory checks (gpu-memory, gpu-recovery) also run
-	// `nvidia-smi -q -d ECC` for channel/TPC repair pending and
-	// unrepairable memory; the gpu check asks no memory signal and never
-	// runs it.
+	// ECCSection: gpu-memory also runs `nvidia-smi -q -d ECC` for
+	// channel/TPC repair pending and unrepairable memory; gpu and
+	// gpu-recovery read no such signal (gpu.Read) and never run it.
 	smi := &SMI{Path: o.smiPath, Timeout: o.smiTimeout, Root: env.Root, ECCSection: true}
 	nv := &NVML{Lib: nvml.New()}
 	switch o.backend {
