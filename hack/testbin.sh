@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # testbin.sh builds the real binaries the integration tests run against
 # (kube-apiserver, etcd, kubectl, kwok, node-problem-detector, Prometheus
-# with promtool, Alertmanager with amtool) from their Go modules into a
+# with promtool, Alertmanager with amtool, the versitygw S3 gateway) from
+# their Go modules into a
 # versioned cache directory outside the repository, plus the kwok stages
 # file. It is idempotent: a binary that is already there is not rebuilt, so
 # a second run takes seconds.
@@ -33,6 +34,10 @@ ALERTMANAGER_VERSION=${ALERTMANAGER_VERSION:-v0.35.0}
 CAPI_VERSION=${CAPI_VERSION:-v1.14.2}
 METAL3_APIS_VERSION=${METAL3_APIS_VERSION:-v0.10.2}
 CONTROLLER_GEN_VERSION=${CONTROLLER_GEN_VERSION:-v0.20.0}
+# The S3-compatible store the diagnostics tests upload to: versitygw (Apache
+# 2.0), a gateway whose posix backend keeps objects as files. Not the MinIO
+# server (AGPL).
+VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
 
 # The directory name carries every version, so changing one builds a fresh set.
 KEY="k8s-${KUBE_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_npd-${NPD_VERSION}"
@@ -40,6 +45,7 @@ CACHE_ROOT=${KUBEMEDIC_TESTBIN_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/kubemedic/t
 DIR="$CACHE_ROOT/$KEY"
 PROM_DIR="$CACHE_ROOT/prometheus-${PROMETHEUS_VERSION}"
 AM_DIR="$CACHE_ROOT/alertmanager-${ALERTMANAGER_VERSION}"
+VGW_DIR="$CACHE_ROOT/versitygw-${VERSITYGW_VERSION}"
 CRD_DIR="$CACHE_ROOT/crds-capi-${CAPI_VERSION}_metal3-${METAL3_APIS_VERSION}_controller-gen-${CONTROLLER_GEN_VERSION}"
 # The CRD files taken from Cluster API's module (core/config/crd/bases).
 CAPI_CRDS=(clusters machines machinesets machinehealthchecks)
@@ -49,7 +55,7 @@ if [[ "${1:-}" == "--print" ]]; then
   exit 0
 fi
 
-mkdir -p "$DIR" "$PROM_DIR" "$AM_DIR" "$CACHE_ROOT"
+mkdir -p "$DIR" "$PROM_DIR" "$AM_DIR" "$VGW_DIR" "$CACHE_ROOT"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kubemedic-testbin.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 
@@ -246,6 +252,13 @@ build_alertmanager() {
     && mv "$WORK/alertmanager-bin/alertmanager" "$WORK/alertmanager-bin/amtool" "$AM_DIR/"
 }
 
+build_versitygw() {
+  # go install from the module: its go.mod has no replace directives.
+  mkdir -p "$WORK/versitygw-bin" || return 1
+  GOFLAGS= GOBIN="$WORK/versitygw-bin" go install -trimpath "github.com/versity/versitygw/cmd/versitygw@${VERSITYGW_VERSION}" \
+    && mv "$WORK/versitygw-bin/versitygw" "$VGW_DIR/"
+}
+
 # controller_gen prints the path of controller-gen ${CONTROLLER_GEN_VERSION}:
 # $CONTROLLER_GEN when set (the Makefile's), else the one `make tools`
 # installs, else one built into $WORK.
@@ -318,6 +331,12 @@ else
   run alertmanager "build alertmanager, amtool ${ALERTMANAGER_VERSION} (about 30 s)" build_alertmanager
 fi
 link "$AM_DIR" alertmanager amtool
+if [[ -x "$VGW_DIR/versitygw" ]]; then
+  echo "testbin: versitygw present in $VGW_DIR"
+else
+  run versitygw "build versitygw ${VERSITYGW_VERSION} (the diagnostics tests' S3 store; about 1 min)" build_versitygw
+fi
+link "$VGW_DIR" versitygw
 if [[ -f "$CRD_DIR/metal3.io_baremetalhosts.yaml" ]]; then
   echo "testbin: third-party CRDs present in $CRD_DIR"
 else
@@ -327,7 +346,7 @@ if [[ "$(readlink "$DIR/thirdparty-crds" 2>/dev/null)" != "../$(basename "$CRD_D
   ln -sfn "../$(basename "$CRD_DIR")" "$DIR/thirdparty-crds"
 fi
 
-for b in etcd kube-apiserver kubectl kwok node-problem-detector prometheus promtool alertmanager amtool; do
+for b in etcd kube-apiserver kubectl kwok node-problem-detector prometheus promtool alertmanager amtool versitygw; do
   [[ -x "$DIR/$b" ]] || { STEP=verify; echo "testbin: $b missing after build" >&2; exit 1; }
 done
 for f in "${CAPI_CRDS[@]/#/cluster.x-k8s.io_}" metal3.io_baremetalhosts; do

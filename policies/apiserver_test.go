@@ -168,7 +168,7 @@ func TestAPIServer(t *testing.T) {
 		out, err := exec.CommandContext(ctx, filepath.Join(env.BinDir, "kubectl"), "--kubeconfig", env.Kubeconfig, "get", "nodeoperations", "planned-reboot-immutable").CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		header := strings.Fields(strings.SplitN(string(out), "\n", 2)[0])
-		require.Equal(t, []string{"NAME", "NODE", "POLICY", "STEP", "PHASE", "AGE", "MESSAGE"}, header)
+		require.Equal(t, []string{"NAME", "NODE", "POLICY", "STEP", "PHASE", "DIAGNOSTICS", "AGE", "MESSAGE"}, header)
 		require.Contains(t, string(out), "WaitingForBudget")
 		require.Contains(t, string(out), "maxConcurrent 1 reached")
 	})

@@ -32,6 +32,39 @@ const (
 	DefaultRedfishReset     = "PowerCycle"
 )
 
+// DefaultDiagnosticsWhen is when a capture runs when its spec says nothing.
+const DefaultDiagnosticsWhen = v1alpha1.DiagnosticsBeforeDrain
+
+// StepDiagnostics is the capture for a step: its own, else the policy's for
+// a step that runs an operation; nil for none (and for a quarantine, which
+// changes nothing on the node).
+func StepDiagnostics(p *v1alpha1.RemediationPolicySpec, st *v1alpha1.RemediationStep) *v1alpha1.DiagnosticsSpec {
+	switch {
+	case st.Quarantine:
+		return nil
+	case st.Diagnostics != nil:
+		return st.Diagnostics
+	case st.Operation != "":
+		return p.Diagnostics
+	}
+	return nil
+}
+
+// DiagnosticsTimeout is how long a capture may take: its own timeout, else
+// its template's, else DefaultTemplateTimeout; ok is false when neither is
+// set and the template is unknown.
+func DiagnosticsTimeout(d *v1alpha1.DiagnosticsSpec, tpl *v1alpha1.NodeOperationTemplate) (time.Duration, bool) {
+	switch {
+	case d.Timeout != nil:
+		return d.Timeout.Duration, true
+	case tpl != nil && tpl.Spec.Timeout != nil:
+		return tpl.Spec.Timeout.Duration, true
+	case tpl != nil:
+		return DefaultTemplateTimeout, true
+	}
+	return 0, false
+}
+
 // SetDefaults fills unset fields of a kubemedic object with the defaults the
 // API server would apply. Objects of other types are left alone.
 func SetDefaults(obj runtime.Object) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -22,7 +23,7 @@ func ValidateSet(docs []*Document) []Problem {
 		problems = append(problems, d.Problems(errs)...)
 	}
 
-	templates := map[string]bool{}
+	templates := map[string]*v1alpha1.NodeOperationTemplate{}
 	seen := map[string]*Document{}
 	var clusterReclaim []*v1alpha1.ClusterReclaimPolicy
 	for _, d := range docs {
@@ -38,7 +39,7 @@ func ValidateSet(docs []*Document) []Problem {
 		}
 		switch o := d.Object.(type) {
 		case *v1alpha1.NodeOperationTemplate:
-			templates[o.Name] = true
+			templates[o.Name] = o
 		case *v1alpha1.ClusterReclaimPolicy:
 			clusterReclaim = append(clusterReclaim, o)
 		}
@@ -50,7 +51,7 @@ func ValidateSet(docs []*Document) []Problem {
 	}
 	sort.Strings(known)
 	missing := func(p *field.Path, name string) *field.Error {
-		if templates[name] {
+		if templates[name] != nil {
 			return nil
 		}
 		hint := "load the file that defines it too, e.g. -f policies/examples/operation-templates.yaml"
@@ -65,12 +66,24 @@ func ValidateSet(docs []*Document) []Problem {
 		var errs field.ErrorList
 		switch o := d.Object.(type) {
 		case *v1alpha1.RemediationPolicy:
+			if dg := o.Spec.Diagnostics; dg != nil && dg.Operation != "" {
+				if e := missing(field.NewPath("spec", "diagnostics", "operation"), dg.Operation); e != nil {
+					errs = append(errs, e)
+				}
+			}
 			for i, st := range o.Spec.Steps {
+				sp := field.NewPath("spec", "steps").Index(i)
 				if st.Operation != "" {
-					if e := missing(field.NewPath("spec", "steps").Index(i).Child("operation"), st.Operation); e != nil {
+					if e := missing(sp.Child("operation"), st.Operation); e != nil {
 						errs = append(errs, e)
 					}
 				}
+				if dg := st.Diagnostics; dg != nil && dg.Operation != "" {
+					if e := missing(sp.Child("diagnostics", "operation"), dg.Operation); e != nil {
+						errs = append(errs, e)
+					}
+				}
+				errs = append(errs, diagnosticsFits(o, &o.Spec.Steps[i], templates, sp)...)
 			}
 		case *v1alpha1.NodeOperation:
 			if o.Spec.Operation != "" {
@@ -88,6 +101,42 @@ func ValidateSet(docs []*Document) []Problem {
 		add(d, errs)
 	}
 	return problems
+}
+
+// diagnosticsFits checks that the step's capture (its own or the policy's)
+// takes no longer than the step may: the capture's timeout, else its
+// template's, against the step's timeout, else its template's. Unknown
+// templates are reported by ValidateSet already.
+func diagnosticsFits(p *v1alpha1.RemediationPolicy, st *v1alpha1.RemediationStep, templates map[string]*v1alpha1.NodeOperationTemplate, sp *field.Path) field.ErrorList {
+	dg := StepDiagnostics(&p.Spec, st)
+	if dg == nil || (dg.Timeout != nil && st.Timeout != nil) {
+		// Both set: Validate compares them already.
+		return nil
+	}
+	capture, ok := DiagnosticsTimeout(dg, templates[dg.Operation])
+	if !ok {
+		return nil
+	}
+	var step time.Duration
+	switch tpl := templates[st.Operation]; {
+	case st.Timeout != nil:
+		step = st.Timeout.Duration
+	case tpl != nil && tpl.Spec.Timeout != nil:
+		step = tpl.Spec.Timeout.Duration
+	case tpl != nil:
+		step = DefaultTemplateTimeout
+	default:
+		return nil
+	}
+	if capture <= step {
+		return nil
+	}
+	path := sp.Child("diagnostics", "timeout")
+	if st.Diagnostics == nil {
+		path = field.NewPath("spec", "diagnostics", "timeout")
+	}
+	return field.ErrorList{field.Invalid(path, capture.String(),
+		fmt.Sprintf("the capture (%s) may take longer than step %q's operation may (%s): a capture must not hold a repair longer than the repair may take", dg.Operation, st.Name, step))}
 }
 
 // Problems locates field errors of the document by file and line.

@@ -106,6 +106,9 @@ func validateRemediationPolicySpec(s *v1alpha1.RemediationPolicySpec, p *field.P
 			errs = append(errs, field.Invalid(ip.Child("quarantine"), true, "a quarantine step must be the last step: nothing runs after a quarantine"))
 		}
 	}
+	if s.Diagnostics != nil {
+		errs = append(errs, validateDiagnostics(s.Diagnostics, nil, p.Child("diagnostics"))...)
+	}
 	if s.Priority < -1000 || s.Priority > 1000 {
 		errs = append(errs, field.Invalid(p.Child("priority"), s.Priority, "must be between -1000 and 1000"))
 	}
@@ -150,8 +153,37 @@ func validateStep(st *v1alpha1.RemediationStep, p *field.Path) field.ErrorList {
 		errs = append(errs, validateDrain(st.Drain, p.Child("drain"))...)
 	}
 	errs = append(errs, positive(st.Timeout, p.Child("timeout"))...)
+	if st.Diagnostics != nil {
+		if st.Quarantine {
+			errs = append(errs, field.Forbidden(p.Child("diagnostics"), "a quarantine step takes no diagnostics: it changes nothing on the node, so there is no evidence to save first"))
+		} else {
+			errs = append(errs, validateDiagnostics(st.Diagnostics, st.Timeout, p.Child("diagnostics"))...)
+		}
+	}
 	errs = append(errs, nonNegative(st.HealthyFor, p.Child("healthyFor"))...)
 	return append(errs, nonNegative(st.RecoveryTimeout, p.Child("recoveryTimeout"))...)
+}
+
+var diagnosticsWhen = []string{string(v1alpha1.DiagnosticsBeforeDrain), string(v1alpha1.DiagnosticsAfterDrain)}
+
+// validateDiagnostics checks a capture; stepTimeout, when set, bounds its
+// timeout (the template's timeouts are checked with the set, ValidateSet).
+func validateDiagnostics(d *v1alpha1.DiagnosticsSpec, stepTimeout *metav1.Duration, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if d.Operation == "" {
+		errs = append(errs, field.Required(p.Child("operation"), "the NodeOperationTemplate that captures, e.g. collect-gpu-diagnostics"))
+	} else {
+		errs = append(errs, validateDNSSubdomain(d.Operation, p.Child("operation"))...)
+	}
+	errs = append(errs, positive(d.Timeout, p.Child("timeout"))...)
+	if d.When != "" {
+		errs = append(errs, validateEnum(string(d.When), diagnosticsWhen, p.Child("when"))...)
+	}
+	if d.Timeout != nil && stepTimeout != nil && d.Timeout.Duration > stepTimeout.Duration {
+		errs = append(errs, field.Invalid(p.Child("timeout"), d.Timeout.Duration.String(),
+			fmt.Sprintf("longer than the step's timeout (%s): a capture must not hold a repair longer than the repair may take", stepTimeout.Duration)))
+	}
+	return errs
 }
 
 // validateOperationOrQuarantine checks that a step or a NodeOperation does

@@ -17,6 +17,7 @@ import (
 	"github.com/kubemedic/kubemedic/internal/logflag"
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/remediator/controller"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 	"github.com/kubemedic/kubemedic/remediator/stackhealth"
 )
 
@@ -25,6 +26,7 @@ func main() {
 	var logLevel, tokenFile, slackURL string
 	var stackHealth bool
 	var sh stackhealth.Options
+	var dg controller.DiagnosticsOptions
 	fs := flag.CommandLine
 	fs.StringVar(&o.Namespace, "namespace", "kubemedic-system", "namespace of the operation pods, the admission ledger and the leader-election Lease")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader so that only one replica acts")
@@ -44,8 +46,19 @@ func main() {
 	fs.DurationVar(&sh.Settings.MIGPendingAfter, "stack-mig-pending-after", stackhealth.DefaultMIGPendingAfter, "how long the MIG manager may stay pending or rebooting on one configuration before MIGConfigFailed is True")
 	fs.IntVar(&sh.Settings.ExpectedGPUs, "stack-expected-gpus", 0, "GPUs per node when neither the GPU detector nor GPU feature discovery gives a count; 0: none")
 	fs.DurationVar(&sh.Period, "stack-period", stackhealth.DefaultPeriod, "how often each GPU node's stack health is checked again")
+	fs.StringVar(&dg.Store.Endpoint, "diagnostics-endpoint", "", "S3-compatible store (host:port) for the diagnostics bundles that capture pods take before a repair; empty: bundles stay in each node's spool ("+diagnostics.SpoolDir+")")
+	fs.StringVar(&dg.Store.Bucket, "diagnostics-bucket", "kubemedic-diagnostics", "bucket of the diagnostics bundles; it stays private, links are presigned")
+	fs.StringVar(&dg.Store.Region, "diagnostics-region", "", "region of the bucket; empty: asked of the store")
+	fs.BoolVar(&dg.Store.Insecure, "diagnostics-insecure", false, "plain HTTP to the store (one inside the cluster without TLS)")
+	fs.StringVar(&dg.Secret, "diagnostics-secret", "kubemedic-diagnostics", "Secret in --namespace with the store's "+diagnostics.SecretAccessKey+" and "+diagnostics.SecretSecretKey)
+	fs.DurationVar(&dg.LinkExpiry, "diagnostics-link-expiry", controller.DefaultLinkExpiry, "how long a bundle's presigned link works (at most 168h)")
 	// controller-runtime registers --kubeconfig on flag.CommandLine.
 	flag.Parse()
+	if dg.LinkExpiry <= 0 || dg.LinkExpiry > diagnostics.MaxLinkExpiry {
+		fmt.Fprintf(os.Stderr, "kubemedic-remediator: --diagnostics-link-expiry %s: must be more than 0 and at most %s\n", dg.LinkExpiry, diagnostics.MaxLinkExpiry)
+		os.Exit(2)
+	}
+	o.Diagnostics = &dg
 
 	level, err := logflag.ParseZapLevel(logLevel)
 	if err != nil {

@@ -1,6 +1,7 @@
 package xid
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -106,4 +107,35 @@ func readKmsg(ctx context.Context, path string, record func([]byte)) error {
 			return &os.PathError{Op: "read", Path: path, Err: err}
 		}
 	}
+}
+
+// ForEachRecord calls fn with every record of the kernel log at path: each
+// /dev/kmsg record from the oldest still in the ring buffer, or each line
+// of a regular file (kmsg records or dmesg lines). It never waits for new
+// records. The slice is reused after fn returns.
+func ForEachRecord(ctx context.Context, path string, fn func([]byte)) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return readKmsg(ctx, path, fn)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), kmsgBufSize*64)
+	for sc.Scan() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fn(sc.Bytes())
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
 }

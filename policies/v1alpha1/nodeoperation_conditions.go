@@ -22,6 +22,10 @@ const (
 	// OperationQuarantined is True when the operation quarantined the node
 	// (cordon and the kubemedic.io/quarantined taint).
 	OperationQuarantined = "Quarantined"
+	// OperationDiagnosed is True once the step's diagnostics capture ended
+	// with a bundle (reason Captured or Partial), False while it runs or
+	// when it failed (reason DiagnosticsFailed).
+	OperationDiagnosed = "Diagnosed"
 )
 
 // Reasons of NodeOperation conditions and Events that policies, alerts and
@@ -95,6 +99,17 @@ const (
 	ReasonNodeRebooted = "NodeRebooted"
 	// ReasonWaiting: Verified is False while the node is not yet verified.
 	ReasonWaiting = "Waiting"
+	// ReasonCapturing: Diagnosed is False while the capture pod runs.
+	ReasonCapturing = "Capturing"
+	// ReasonCaptured: Diagnosed is True, every part was collected (also
+	// the Event).
+	ReasonCaptured = "Captured"
+	// ReasonCapturePartial: Diagnosed is True, a bundle was made and some
+	// parts failed or timed out (also the Event).
+	ReasonCapturePartial = "CapturePartial"
+	// ReasonDiagnosticsFailed: Diagnosed is False, no bundle was made (also
+	// the Event, and the operation's reason when the capture was required).
+	ReasonDiagnosticsFailed = "DiagnosticsFailed"
 )
 
 // Event reasons of NodeOperation transitions that are not condition reasons.
@@ -105,6 +120,8 @@ const (
 	EventCordoned = "Cordoned"
 	// EventPodCreated: the operation pod was created.
 	EventPodCreated = "PodCreated"
+	// EventCaptureStarted: the diagnostics capture pod was created.
+	EventCaptureStarted = "CaptureStarted"
 	// EventMachineRequested: a clusterAPI, metal3 or redfish request was
 	// made (what, of whom, in the note).
 	EventMachineRequested = "MachineRequested"

@@ -19,6 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policy`
 // +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.spec.step`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Diagnostics",type=string,JSONPath=`.status.diagnostics.result`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`
 type NodeOperation struct {
@@ -110,15 +111,17 @@ type TriggerCondition struct {
 }
 
 // NodeOperationPhase is where an operation is in its lifecycle.
-// +kubebuilder:validation:Enum=Pending;WaitingForBudget;Cordoning;Draining;Running;Verifying;Succeeded;Failed;Skipped
+// +kubebuilder:validation:Enum=Pending;WaitingForBudget;Cordoning;Capturing;Draining;Running;Verifying;Succeeded;Failed;Skipped
 type NodeOperationPhase string
 
 // The lifecycle: Pending → WaitingForBudget → Cordoning → Draining → Running
-// → Verifying → Succeeded | Failed | Skipped.
+// → Verifying → Succeeded | Failed | Skipped, with Capturing (the
+// diagnostics) before or after Draining when the step asks for it.
 const (
 	PhasePending          NodeOperationPhase = "Pending"
 	PhaseWaitingForBudget NodeOperationPhase = "WaitingForBudget"
 	PhaseCordoning        NodeOperationPhase = "Cordoning"
+	PhaseCapturing        NodeOperationPhase = "Capturing"
 	PhaseDraining         NodeOperationPhase = "Draining"
 	PhaseRunning          NodeOperationPhase = "Running"
 	PhaseVerifying        NodeOperationPhase = "Verifying"
@@ -181,12 +184,97 @@ type NodeOperationStatus struct {
 	// asked of whom.
 	// +optional
 	MachineRequest *MachineRequest `json:"machineRequest,omitempty"`
+	// Diagnostics is the capture of the node's evidence before the
+	// operation changed it, and where the bundle is kept.
+	// +optional
+	Diagnostics *DiagnosticsStatus `json:"diagnostics,omitempty"`
 	// Conditions: Cordoned, Drained, OperationSucceeded, Verified.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// DiagnosticsResult is how a capture went.
+// +kubebuilder:validation:Enum=Capturing;Captured;Partial;Failed
+type DiagnosticsResult string
+
+const (
+	// DiagnosticsCapturing: the capture pod runs.
+	DiagnosticsCapturing DiagnosticsResult = "Capturing"
+	// DiagnosticsCaptured: every part was collected.
+	DiagnosticsCaptured DiagnosticsResult = "Captured"
+	// DiagnosticsPartial: a bundle was made, and the parts in FailedParts
+	// failed or timed out.
+	DiagnosticsPartial DiagnosticsResult = "Partial"
+	// DiagnosticsFailed: no bundle (the pod failed, timed out or could
+	// not start); Message says why.
+	DiagnosticsFailed DiagnosticsResult = "Failed"
+)
+
+// DiagnosticsStatus is one capture of a node's evidence.
+type DiagnosticsStatus struct {
+	// Result is how the capture went.
+	Result DiagnosticsResult `json:"result"`
+	// Template is the NodeOperationTemplate that captured.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Template string `json:"template,omitempty"`
+	// PodName is the capture pod in the kubemedic namespace. Its name is
+	// the operation's with "-diag", so a capture is made once.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PodName string `json:"podName,omitempty"`
+	// StartTime is when the capture pod was created.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the capture ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Message says what was captured, or why not.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// FailedParts are the parts that failed or timed out (Partial).
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=128
+	FailedParts []string `json:"failedParts,omitempty"`
+	// Bundle is the captured bundle, when there is one.
+	// +optional
+	Bundle *DiagnosticsBundle `json:"bundle,omitempty"`
+}
+
+// DiagnosticsBundle is one capture's .tar.gz in the diagnostics store.
+type DiagnosticsBundle struct {
+	// Key is the object's key in the store's bucket,
+	// <node>/<operation>.tar.gz.
+	// +kubebuilder:validation:MaxLength=512
+	Key string `json:"key"`
+	// Size is the bundle's size in bytes.
+	Size int64 `json:"size"`
+	// SHA256 is the bundle's SHA-256, in hex.
+	// +kubebuilder:validation:MaxLength=64
+	SHA256 string `json:"sha256"`
+	// Files are the bundle's files, manifest.json first.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=256
+	Files []string `json:"files,omitempty"`
+	// Stored: the store holds the object with this SHA-256. False: the
+	// bundle waits in the node's spool (/var/lib/kubemedic/diagnostics)
+	// for the next capture on the node or `kubemedic diag flush`.
+	// +optional
+	Stored bool `json:"stored,omitempty"`
+	// URL is a presigned link to download the bundle, valid until
+	// URLExpires; empty until the store holds it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	URL string `json:"url,omitempty"`
+	// URLExpires is when URL stops working.
+	// +optional
+	URLExpires *metav1.Time `json:"urlExpires,omitempty"`
 }
 
 // GPUTarget names one GPU: by UUID (moves with the card) and PCI bus ID

@@ -90,6 +90,11 @@ type RemediationPolicySpec struct {
 	// phase Skipped with reason DryRun, Events, metrics) without touching nodes.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
+
+	// Diagnostics is the capture for every step that runs an operation and
+	// sets none of its own.
+	// +optional
+	Diagnostics *DiagnosticsSpec `json:"diagnostics,omitempty"`
 }
 
 // ConditionMatch matches one node condition.
@@ -196,6 +201,56 @@ type StepAction struct {
 	// other safety limit still applies.
 	// +optional
 	Urgent bool `json:"urgent,omitempty"`
+
+	// Diagnostics captures the node's evidence (kernel log, driver state,
+	// nvidia-bug-report) before the operation changes it. Unset on a step
+	// that runs an operation: the policy's diagnostics, if any.
+	// +optional
+	Diagnostics *DiagnosticsSpec `json:"diagnostics,omitempty"`
+}
+
+// DiagnosticsWhen says when a capture runs, relative to the step's drain.
+// +kubebuilder:validation:Enum=BeforeDrain;AfterDrain
+type DiagnosticsWhen string
+
+const (
+	// DiagnosticsBeforeDrain captures after the cordon and before the
+	// drain: the node is as the fault left it, its pods still running.
+	DiagnosticsBeforeDrain DiagnosticsWhen = "BeforeDrain"
+	// DiagnosticsAfterDrain captures once the drain is done, just before
+	// the operation.
+	DiagnosticsAfterDrain DiagnosticsWhen = "AfterDrain"
+)
+
+// DiagnosticsSpec names the capture that runs on the node before a step
+// changes it: the evidence a GPU reset or a reboot destroys. A capture
+// runs at most once per NodeOperation.
+type DiagnosticsSpec struct {
+	// Operation names the NodeOperationTemplate that captures, e.g.
+	// collect-gpu-diagnostics.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Operation string `json:"operation"`
+
+	// Timeout bounds the capture. Past it the step goes on without the
+	// evidence, or fails when required. Unset: the template's timeout. It
+	// must not be longer than the step's timeout.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// Required fails the step when the capture fails or times out, instead
+	// of repairing without the evidence.
+	// +optional
+	Required bool `json:"required,omitempty"`
+
+	// When is BeforeDrain (the default) or AfterDrain.
+	// +optional
+	When DiagnosticsWhen `json:"when,omitempty"`
 }
 
 // DrainMode says what happens to a pod during a drain.

@@ -50,6 +50,9 @@ type OperationReconciler struct {
 	// DRA: the API server serves DeviceTaintRule, so a GPU-scoped
 	// operation excludes the GPU alone instead of cordoning the node.
 	DRA bool
+	// Diagnostics says where capture pods put their bundles; nil: no
+	// store, bundles stay in the nodes' spools.
+	Diagnostics *DiagnosticsOptions
 
 	ledger *ledger
 	// owners tells the owners of the pods a drain stops; nil: nobody is told.
@@ -59,9 +62,9 @@ type OperationReconciler struct {
 var _ reconcile.Reconciler = &OperationReconciler{}
 
 // maxSteps bounds the lifecycle steps of one pass: the longest run that
-// needs no waiting (Pending → WaitingForBudget → Cordoning → Draining →
-// Running → Verifying → finished) is shorter.
-const maxSteps = 8
+// needs no waiting (Pending → WaitingForBudget → Cordoning → Capturing →
+// Draining → Running → Verifying → finished) is shorter.
+const maxSteps = 9
 
 // Reconcile moves one operation as far through its lifecycle as it can go
 // now, writes its status once, then emits the Events of its transitions.
@@ -135,6 +138,9 @@ func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOper
 		retry, err := r.effect(ctx, st, &t)
 		if err != nil {
 			return out, err
+		}
+		if t.LinkBundle {
+			r.link(ctx, t.Status.Diagnostics, now)
 		}
 		if retry {
 			out.requeue = shortest(out.requeue, time.Second)
@@ -212,6 +218,13 @@ func (r *OperationReconciler) observe(ctx context.Context, op *v1alpha1.NodeOper
 			} else {
 				st.in.Node = n
 			}
+		}
+	case v1alpha1.PhaseCapturing:
+		if dg := op.Spec.Diagnostics; dg != nil {
+			if st.in.CaptureTemplate, err = r.template(ctx, dg.Operation); err != nil {
+				break
+			}
+			st.in.CapturePod, err = r.capturePod(ctx, op)
 		}
 	case v1alpha1.PhaseDraining:
 		// From the API server: the cache holds only the operation pods.
@@ -314,6 +327,16 @@ func (r *OperationReconciler) effect(ctx context.Context, st *step, t *plan.Tran
 		pod := buildPod(op, st.in.Template, r.Namespace)
 		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, fmt.Errorf("create operation pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	case plan.EffectCreateCapturePod:
+		pod := buildCapturePod(op, st.in.CaptureTemplate, r.Namespace, r.Diagnostics)
+		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("create capture pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	case plan.EffectDeleteCapturePod:
+		pod := st.in.CapturePod
+		if err := r.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("delete timed-out capture pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	case plan.EffectDeletePod:
 		pod := st.in.Pod

@@ -28,7 +28,14 @@ const (
 // operationPod reads the operation's pod; nil when it was not created yet
 // or is gone (deleted by a reboot, say).
 func (r *OperationReconciler) operationPod(ctx context.Context, op *v1alpha1.NodeOperation) (*corev1.Pod, error) {
-	key := client.ObjectKey{Namespace: r.Namespace, Name: op.Name}
+	return r.podNamed(ctx, op.Name, op.Status.PodName != "")
+}
+
+// podNamed reads a pod of the operation from the cache, and from the API
+// server when it was created (it may be too new for the cache); nil when
+// it does not exist.
+func (r *OperationReconciler) podNamed(ctx context.Context, name string, created bool) (*corev1.Pod, error) {
+	key := client.ObjectKey{Namespace: r.Namespace, Name: name}
 	pod := &corev1.Pod{}
 	err := r.Client.Get(ctx, key, pod)
 	if err == nil {
@@ -37,7 +44,7 @@ func (r *OperationReconciler) operationPod(ctx context.Context, op *v1alpha1.Nod
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("get operation pod %s: %w", key, err)
 	}
-	if op.Status.PodName == "" {
+	if !created {
 		return nil, nil
 	}
 	// Created before: too new for the cache, or gone.

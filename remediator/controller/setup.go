@@ -52,6 +52,9 @@ type Options struct {
 	// StackHealth, when not nil, runs the GPU stack health checks
 	// (remediator/stackhealth) with these options.
 	StackHealth *stackhealth.Options
+	// Diagnostics says where capture pods put their bundles; nil or no
+	// endpoint: bundles stay in the nodes' spools.
+	Diagnostics *DiagnosticsOptions
 }
 
 // OperationWorkers is how many NodeOperations are reconciled at once.
@@ -126,7 +129,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		DRA:      dra,
 		Drainer:  evictor,
 		Client:   c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,
-		Namespace: opts.Namespace, Retention: opts.Retention,
+		Namespace: opts.Namespace, Retention: opts.Retention, Diagnostics: opts.Diagnostics,
 		ledger: &ledger{client: c, reader: mgr.GetAPIReader(), namespace: opts.Namespace},
 		owners: owners,
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 	"github.com/kubemedic/kubemedic/remediator/drain"
 	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
@@ -70,10 +72,16 @@ const (
 	// Transition.Status.Exclusion names for AdvanceInput.Device, instead
 	// of a cordon (or, past the per-GPU cap, of a quarantine).
 	EffectExcludeGPU
+	// EffectCreateCapturePod creates the diagnostics capture pod that
+	// Transition.Status.Diagnostics names, from AdvanceInput.CaptureTemplate.
+	EffectCreateCapturePod
+	// EffectDeleteCapturePod deletes AdvanceInput.CapturePod, which timed
+	// out.
+	EffectDeleteCapturePod
 )
 
 func (e Effect) String() string {
-	return [...]string{"None", "Reserve", "Quarantine", "Cordon", "Drain", "CreatePod", "DeletePod", "Uncordon", "DeleteOperation", "MachineRequest", "ExcludeGPU"}[e]
+	return [...]string{"None", "Reserve", "Quarantine", "Cordon", "Drain", "CreatePod", "DeletePod", "Uncordon", "DeleteOperation", "MachineRequest", "ExcludeGPU", "CreateCapturePod", "DeleteCapturePod"}[e]
 }
 
 // MachineObservation is what the controller found of the node's machine
@@ -136,7 +144,13 @@ type AdvanceInput struct {
 	// and NoDevice then says which.
 	Device   *Device
 	NoDevice string
-	Now      time.Time
+	// CaptureTemplate is the diagnostics' NodeOperationTemplate (Capturing);
+	// nil when it does not exist.
+	CaptureTemplate *v1alpha1.NodeOperationTemplate
+	// CapturePod is the capture pod (Capturing); nil when it was not
+	// created yet or is gone.
+	CapturePod *corev1.Pod
+	Now        time.Time
 }
 
 // Event is an Event to emit on the operation and its node once the status
@@ -168,6 +182,9 @@ type Transition struct {
 	// Blocked, when set, is the reason to count in the blocked-operations
 	// metric (a limit that newly holds or ends the operation, or DryRun).
 	Blocked string
+	// LinkBundle: the capture's bundle is in the store; the controller
+	// adds a presigned link to Status.Diagnostics.Bundle before it writes.
+	LinkBundle bool
 	// Remediated is the time from the trigger condition to a verified node;
 	// zero when the step did not verify one or had no trigger (a negative
 	// time, from clock skew between the node and the remediator, is not
@@ -194,6 +211,8 @@ func Advance(in AdvanceInput) Transition {
 		t.admit()
 	case v1alpha1.PhaseCordoning:
 		t.cordoning()
+	case v1alpha1.PhaseCapturing:
+		t.capturing()
 	case v1alpha1.PhaseDraining:
 		t.draining()
 	case v1alpha1.PhaseRunning:
@@ -347,9 +366,11 @@ func (t *transition) admit() {
 		t.Status.NodeUID = string(t.in.Node.UID)
 	}
 	t.emit(corev1.EventTypeNormal, v1alpha1.EventStarted, "Start", "every safety limit passed; starting "+Describe(op))
-	if op.Spec.Quarantine || op.Spec.Cordon || op.Spec.Drain != nil {
+	switch {
+	case op.Spec.Quarantine || op.Spec.Cordon || op.Spec.Drain != nil:
 		t.setPhase(v1alpha1.PhaseCordoning, "cordoning the node")
-	} else {
+	case t.captureNow():
+	default:
 		t.setPhase(v1alpha1.PhaseRunning, "starting the operation")
 	}
 }
@@ -414,8 +435,17 @@ func (t *transition) cordoning() {
 	t.next()
 }
 
-// next leaves Cordoning for the drain, or for the operation.
+// next leaves Cordoning for the capture (BeforeDrain), the drain, or the
+// operation.
 func (t *transition) next() {
+	if (t.in.Op.Spec.Drain == nil || captureWhen(t.in.Op) == v1alpha1.DiagnosticsBeforeDrain) && t.captureNow() {
+		return
+	}
+	t.drainOrRun()
+}
+
+// drainOrRun moves to Draining when the step drains, else to Running.
+func (t *transition) drainOrRun() {
 	if t.in.Op.Spec.Drain != nil {
 		t.cond(v1alpha1.OperationDrained, metav1.ConditionFalse, v1alpha1.ReasonDraining, "draining")
 		t.setPhase(v1alpha1.PhaseDraining, "draining the node")
@@ -486,6 +516,9 @@ func (t *transition) draining() {
 	case d.Done:
 		t.cond(v1alpha1.OperationDrained, metav1.ConditionTrue, v1alpha1.ReasonDrained, d.Message)
 		t.emit(corev1.EventTypeNormal, v1alpha1.ReasonDrained, "Drain", d.Message)
+		if captureWhen(op) == v1alpha1.DiagnosticsAfterDrain && t.captureNow() {
+			return
+		}
 		t.setPhase(v1alpha1.PhaseRunning, "starting the operation")
 	default:
 		t.Effect, t.Drain = EffectDrain, d
@@ -790,4 +823,155 @@ func (t *transition) finished() {
 		return
 	}
 	t.Effect = EffectDeleteOperation
+}
+
+// captureWhen is when the operation's capture runs; "" for none. A step
+// without a drain captures just before the operation either way.
+func captureWhen(op *v1alpha1.NodeOperation) v1alpha1.DiagnosticsWhen {
+	dg := op.Spec.Diagnostics
+	switch {
+	case dg == nil:
+		return ""
+	case dg.When == "":
+		return policies.DefaultDiagnosticsWhen
+	}
+	return dg.When
+}
+
+// captureNow moves to Capturing when the step asks for diagnostics and none
+// was taken for this operation yet; it reports whether it did.
+func (t *transition) captureNow() bool {
+	dg := t.in.Op.Spec.Diagnostics
+	if dg == nil || t.Status.Diagnostics != nil {
+		return false
+	}
+	t.cond(v1alpha1.OperationDiagnosed, metav1.ConditionFalse, v1alpha1.ReasonCapturing, "capturing the node's diagnostics with "+dg.Operation)
+	t.setPhase(v1alpha1.PhaseCapturing, "capturing the node's diagnostics before the repair")
+	return true
+}
+
+// CapturePodName is the capture pod of an operation: one name, so a
+// second creation fails AlreadyExists instead of capturing twice.
+func CapturePodName(op *v1alpha1.NodeOperation) string { return op.Name + "-diag" }
+
+// capturing runs the step's capture once (Capturing): it creates the pod,
+// waits for its report within the timeout, records it, and goes on with
+// the repair whatever the result, unless the capture is required and
+// made no bundle.
+func (t *transition) capturing() {
+	op, dg := t.in.Op, t.in.Op.Spec.Diagnostics
+	if dg == nil {
+		t.afterCapture()
+		return
+	}
+	st := t.Status.Diagnostics
+	if st == nil {
+		if t.in.CaptureTemplate == nil {
+			t.Status.Diagnostics = &v1alpha1.DiagnosticsStatus{Result: v1alpha1.DiagnosticsCapturing, Template: dg.Operation}
+			t.captureEnded(v1alpha1.DiagnosticsFailed, fmt.Sprintf("NodeOperationTemplate %s does not exist", dg.Operation), nil, nil)
+			return
+		}
+		now := metav1.NewTime(t.in.Now)
+		t.Status.Diagnostics = &v1alpha1.DiagnosticsStatus{Result: v1alpha1.DiagnosticsCapturing, Template: dg.Operation, PodName: CapturePodName(op), StartTime: &now}
+		t.Effect = EffectCreateCapturePod
+		t.emit(corev1.EventTypeNormal, v1alpha1.EventCaptureStarted, "Capture",
+			fmt.Sprintf("capturing node %s's diagnostics with pod %s/%s (%s) before %s", op.Spec.NodeName, t.in.Namespace, CapturePodName(op), dg.Operation, op.Spec.Operation))
+		st = t.Status.Diagnostics
+	}
+	if st.Result != v1alpha1.DiagnosticsCapturing {
+		// Recorded by a pass whose phase change was not written.
+		t.afterCapture()
+		return
+	}
+	timeout, ok := policies.DiagnosticsTimeout(dg, t.in.CaptureTemplate)
+	if !ok {
+		timeout = policies.DefaultTemplateTimeout
+	}
+	start := t.in.Now
+	if st.StartTime != nil {
+		start = st.StartTime.Time
+	}
+	deadline := start.Add(timeout)
+	if pod := t.in.CapturePod; pod != nil {
+		switch pod.Status.Phase {
+		case corev1.PodSucceeded:
+			r, err := diagnostics.ReportFromPod(pod)
+			if err != nil {
+				t.captureEnded(v1alpha1.DiagnosticsFailed, "the capture pod succeeded but its report is unusable: "+err.Error(), nil, nil)
+				return
+			}
+			result, bundle := r.Status()
+			t.captureEnded(result, r.Message, r.FailedParts, bundle)
+			return
+		case corev1.PodFailed:
+			msg := fmt.Sprintf("pod %s/%s failed: %s", pod.Namespace, pod.Name, PodFailure(pod))
+			if r, err := diagnostics.ReportFromPod(pod); err == nil && r.Message != "" {
+				msg += "; " + r.Message
+			}
+			t.captureEnded(v1alpha1.DiagnosticsFailed, msg, nil, nil)
+			return
+		}
+	}
+	if !t.in.Now.Before(deadline) {
+		msg := fmt.Sprintf("no report after %s", timeout)
+		if pod := t.in.CapturePod; pod != nil {
+			t.Effect = EffectDeleteCapturePod
+			msg += fmt.Sprintf("; pod %s/%s was %s and is deleted (a bundle it wrote stays in the node's spool for the next capture or kubemedic diag flush)", pod.Namespace, pod.Name, pod.Status.Phase)
+		}
+		t.captureEnded(v1alpha1.DiagnosticsFailed, msg, nil, nil)
+		return
+	}
+	t.requeueAt(deadline)
+	t.Status.Message = fmt.Sprintf("capturing diagnostics with pod %s/%s, until %s", t.in.Namespace, st.PodName, deadline.UTC().Format(time.RFC3339))
+}
+
+// captureEnded records the capture's end, its condition and Event, and
+// goes on: to the drain or the operation, or, when the capture was
+// required and made no bundle, to Failed.
+func (t *transition) captureEnded(result v1alpha1.DiagnosticsResult, msg string, failed []string, bundle *v1alpha1.DiagnosticsBundle) {
+	op, dg := t.in.Op, t.in.Op.Spec.Diagnostics
+	st := t.Status.Diagnostics
+	now := metav1.NewTime(t.in.Now)
+	st.Result, st.CompletionTime, st.Bundle = result, &now, bundle
+	st.FailedParts = failed
+	if len(st.FailedParts) > 32 {
+		st.FailedParts = st.FailedParts[:32]
+	}
+	st.Message = Truncate(msg, maxMessage)
+	where := ""
+	if bundle != nil {
+		where = fmt.Sprintf(" %s (%d bytes, sha256 %s)", bundle.Key, bundle.Size, bundle.SHA256)
+		if !bundle.Stored {
+			where += ", waiting in the node's spool for the store"
+		}
+		t.LinkBundle = bundle.Stored
+	}
+	switch result {
+	case v1alpha1.DiagnosticsCaptured:
+		t.cond(v1alpha1.OperationDiagnosed, metav1.ConditionTrue, v1alpha1.ReasonCaptured, Truncate("captured"+where, maxMessage))
+		t.emit(corev1.EventTypeNormal, v1alpha1.ReasonCaptured, "Capture", Truncate("diagnostics captured:"+where, maxMessage))
+	case v1alpha1.DiagnosticsPartial:
+		m := fmt.Sprintf("captured%s; failed parts: %s", where, strings.Join(failed, ", "))
+		t.cond(v1alpha1.OperationDiagnosed, metav1.ConditionTrue, v1alpha1.ReasonCapturePartial, Truncate(m, maxMessage))
+		t.emit(corev1.EventTypeWarning, v1alpha1.ReasonCapturePartial, "Capture", Truncate("diagnostics "+m, maxMessage))
+	default:
+		t.cond(v1alpha1.OperationDiagnosed, metav1.ConditionFalse, v1alpha1.ReasonDiagnosticsFailed, Truncate(msg, maxMessage))
+		if dg != nil && dg.Required {
+			t.emit(corev1.EventTypeWarning, v1alpha1.ReasonDiagnosticsFailed, "Capture", Truncate("required diagnostics failed, the repair does not run: "+msg, maxMessage))
+			t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonDiagnosticsFailed, Truncate(fmt.Sprintf("the required diagnostics (%s) failed: %s; %s did not run", dg.Operation, msg, op.Spec.Operation), maxMessage))
+			return
+		}
+		t.emit(corev1.EventTypeWarning, v1alpha1.ReasonDiagnosticsFailed, "Capture", Truncate("diagnostics failed, the repair goes on without them: "+msg, maxMessage))
+	}
+	t.afterCapture()
+}
+
+// afterCapture leaves Capturing: to the drain when the capture ran before
+// it, else to the operation.
+func (t *transition) afterCapture() {
+	if captureWhen(t.in.Op) == v1alpha1.DiagnosticsAfterDrain || t.in.Op.Spec.Drain == nil {
+		t.setPhase(v1alpha1.PhaseRunning, "starting the operation")
+		return
+	}
+	t.drainOrRun()
 }

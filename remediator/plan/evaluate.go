@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
@@ -273,6 +274,7 @@ func NewOperation(p *Policy, n *corev1.Node, m Match, episode string, idx int) *
 	st := steps[idx]
 	op.Spec.Step = st.Name
 	op.Spec.StepAction = *st.StepAction.DeepCopy()
+	op.Spec.Diagnostics = policies.StepDiagnostics(&p.Obj.Spec, &st).DeepCopy()
 	op.Spec.Cordon = st.Cordon || st.Drain != nil
 	op.Spec.Urgent = st.Urgent || st.Quarantine
 	op.Spec.HealthyFor = st.HealthyFor.DeepCopy()

@@ -35,3 +35,20 @@ func FreePort(tb testing.TB) int {
 	}
 	return p
 }
+
+// DiagnosticsBucket is the bucket the tests' S3 store holds.
+const DiagnosticsBucket = "kubemedic-diagnostics"
+
+// S3 runs a real S3-compatible store (versitygw from the testbin) with
+// DiagnosticsBucket, stopped when the test ends. Like Tool, it fails the
+// test when the binary is missing and skips it in -short mode.
+func S3(tb testing.TB) *localcluster.S3 {
+	tb.Helper()
+	Tool(tb, localcluster.S3Binary)
+	s, err := localcluster.NewS3(tb.Context(), tb.TempDir(), DiagnosticsBucket)
+	if err != nil {
+		tb.Fatalf("harness: %v", err)
+	}
+	tb.Cleanup(func() { _ = s.Stop() })
+	return s
+}

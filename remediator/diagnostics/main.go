@@ -1,0 +1,175 @@
+package diagnostics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kubemedic/kubemedic/detectors/host"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+)
+
+// Environment of a capture pod: the remediator sets these (the
+// credentials from the store's Secret, by secretKeyRef, never in the
+// template or a log line).
+const (
+	EnvEndpoint  = "KUBEMEDIC_DIAG_ENDPOINT"
+	EnvBucket    = "KUBEMEDIC_DIAG_BUCKET"
+	EnvRegion    = "KUBEMEDIC_DIAG_REGION"
+	EnvInsecure  = "KUBEMEDIC_DIAG_INSECURE"
+	EnvAccessKey = "KUBEMEDIC_DIAG_ACCESS_KEY"
+	EnvSecretKey = "KUBEMEDIC_DIAG_SECRET_KEY"
+	// The operation's, as every operation pod gets them.
+	EnvNode          = "KUBEMEDIC_NODE_NAME"
+	EnvOperation     = "KUBEMEDIC_OPERATION"
+	EnvTriggerType   = "KUBEMEDIC_TRIGGER_TYPE"
+	EnvTriggerReason = "KUBEMEDIC_TRIGGER_REASON"
+	EnvTriggerMsg    = "KUBEMEDIC_TRIGGER_MESSAGE"
+)
+
+// SpoolDir is the spool on the node's disk, under the host root.
+const SpoolDir = "/var/lib/kubemedic/diagnostics"
+
+// DefaultBugReportTimeout bounds nvidia-bug-report.sh.
+const DefaultBugReportTimeout = 3 * time.Minute
+
+// Main runs kubemedic-diag: "capture" (on the node, in the capture pod)
+// or "flush" (upload what the spool holds). It returns the exit status:
+// 0 a bundle was made (or the spool flushed), 1 no bundle (or a bundle
+// stays), 2 bad usage.
+func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 || (args[0] != "capture" && args[0] != "flush") {
+		fmt.Fprintln(stderr, "usage: kubemedic-diag capture|flush [flags]; kubemedic-diag capture --help")
+		return 2
+	}
+	fs := pflag.NewFlagSet("kubemedic-diag "+args[0], pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("root", "/", "the host's root file system, as mounted in the pod")
+	spool := fs.String("spool", "", "the spool on the node's disk (default "+SpoolDir+" under --root)")
+	var cfg StoreConfig
+	fs.StringVar(&cfg.Endpoint, "endpoint", getenv(EnvEndpoint), "S3-compatible store, host:port ($"+EnvEndpoint+"); empty: the bundle stays in the spool")
+	fs.StringVar(&cfg.Bucket, "bucket", getenv(EnvBucket), "bucket ($"+EnvBucket+")")
+	fs.StringVar(&cfg.Region, "region", getenv(EnvRegion), "region ($"+EnvRegion+")")
+	fs.BoolVar(&cfg.Insecure, "insecure", getenv(EnvInsecure) == "true", "plain HTTP to the store ($"+EnvInsecure+"=true)")
+	credDir := fs.String("credentials-dir", "", "directory of a mounted Secret with accessKey and secretKey; default: $"+EnvAccessKey+" and $"+EnvSecretKey)
+	timeout := fs.Duration("store-timeout", 2*time.Minute, "bound on the uploads")
+	node := fs.String("node", getenv(EnvNode), "node name ($"+EnvNode+")")
+	operation := fs.String("operation", getenv(EnvOperation), "NodeOperation name ($"+EnvOperation+")")
+	bugReport := fs.Duration("bug-report-timeout", DefaultBugReportTimeout, "hard bound on nvidia-bug-report.sh")
+	termLog := fs.String("termination-log", "/dev/termination-log", "where the report for the remediator is written")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *spool == "" {
+		*spool = host.Root(*root).Path(SpoolDir)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	var store *Store
+	var storeErr error
+	if cfg.Endpoint != "" {
+		cred, err := readCredentials(*credDir, getenv)
+		if err == nil {
+			store, err = NewStore(cfg, cred)
+		}
+		storeErr = err
+	}
+	flush := func() ([]string, []error) {
+		if store == nil {
+			return nil, nil
+		}
+		fctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		return Flush(fctx, *spool, store)
+	}
+
+	if args[0] == "flush" {
+		if store == nil {
+			fmt.Fprintf(stderr, "kubemedic-diag flush: no store: %v\n", orNoEndpoint(storeErr))
+			return 2
+		}
+		stored, errs := flush()
+		for _, k := range stored {
+			fmt.Fprintf(stdout, "stored %s\n", k)
+		}
+		for _, e := range errs {
+			fmt.Fprintf(stderr, "kept: %v\n", e)
+		}
+		if len(errs) > 0 {
+			return 1
+		}
+		return 0
+	}
+
+	if *node == "" || *operation == "" {
+		fmt.Fprintf(stderr, "kubemedic-diag capture: --node and --operation (or $%s and $%s) are required\n", EnvNode, EnvOperation)
+		return 2
+	}
+	c := &Capture{Root: host.Root(*root), Node: *node, Operation: *operation, Parts: DefaultParts(*bugReport), Spool: *spool, Now: time.Now}
+	if t := getenv(EnvTriggerType); t != "" {
+		c.Trigger = &Trigger{Type: t, Reason: getenv(EnvTriggerReason), Message: getenv(EnvTriggerMsg)}
+	}
+	m, sp, err := c.Run(ctx)
+	if err != nil {
+		r := Report{Result: v1alpha1.DiagnosticsFailed, Message: Truncate("no bundle: "+err.Error(), 1024)}
+		writeReport(*termLog, r, stdout, stderr)
+		return 1
+	}
+	stored, errs := flush()
+	isStored := false
+	for _, k := range stored {
+		if k == sp.Key {
+			isStored = true
+		}
+	}
+	if storeErr == nil && len(errs) > 0 {
+		storeErr = errors.Join(errs...)
+	}
+	flushed := len(stored)
+	if isStored {
+		flushed--
+	}
+	writeReport(*termLog, NewReport(m, sp, isStored, storeErr, flushed), stdout, stderr)
+	return 0
+}
+
+func orNoEndpoint(err error) error {
+	if err == nil {
+		return errors.New("--endpoint (or $" + EnvEndpoint + ") is not set")
+	}
+	return err
+}
+
+func readCredentials(dir string, getenv func(string) string) (Credentials, error) {
+	if dir != "" {
+		return CredentialsFromFiles(dir)
+	}
+	c := Credentials{AccessKey: getenv(EnvAccessKey), SecretKey: getenv(EnvSecretKey)}
+	if c.AccessKey == "" || c.SecretKey == "" {
+		return Credentials{}, fmt.Errorf("diagnostics store credentials: set --credentials-dir, or $%s and $%s", EnvAccessKey, EnvSecretKey)
+	}
+	return c, nil
+}
+
+// writeReport writes the report to the termination log and a summary to
+// stdout; a termination log that cannot be written is said on stderr (the
+// remediator then sees no report and records the capture as failed).
+func writeReport(path string, r Report, stdout, stderr io.Writer) {
+	b := r.Encode()
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		fmt.Fprintf(stderr, "kubemedic-diag: write the report to %s: %v\n", path, err)
+	}
+	fmt.Fprintf(stdout, "%s: %s %s (%d bytes, sha256 %s)\n", r.Result, r.Key, strings.TrimSpace(r.Message), r.Size, r.SHA256)
+}

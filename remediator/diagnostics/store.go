@@ -1,0 +1,210 @@
+package diagnostics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// MetaSHA256 is the user metadata key under which a bundle's SHA-256 is
+// stored with the object (x-amz-meta-sha256), so that the store can be
+// asked whether it holds exactly these bytes.
+const MetaSHA256 = "Sha256"
+
+// MaxLinkExpiry is the longest a presigned link can live (S3's limit for
+// SigV4 presigned URLs: seven days).
+const MaxLinkExpiry = 7 * 24 * time.Hour
+
+// StoreConfig says where bundles are kept. Credentials are not part of it:
+// they come from a Secret (see Credentials).
+type StoreConfig struct {
+	// Endpoint is host[:port] of the S3-compatible store.
+	Endpoint string
+	// Bucket holds the bundles; it is never made public.
+	Bucket string
+	// Region of the bucket; "" lets the client ask the store.
+	Region string
+	// Insecure uses plain HTTP (a store inside the cluster without TLS).
+	Insecure bool
+}
+
+// Credentials are the store's access key pair, read from a Secret's keys
+// (or files) and never logged.
+type Credentials struct {
+	AccessKey, SecretKey string
+}
+
+// String hides the secret: a Credentials value that reaches a log line
+// shows only the access key.
+func (c Credentials) String() string { return "access key " + c.AccessKey + ", secret key (hidden)" }
+
+// Secret keys of the credentials Secret.
+const (
+	SecretAccessKey = "accessKey"
+	SecretSecretKey = "secretKey"
+)
+
+// Store is a bucket of an S3-compatible store, through minio-go.
+type Store struct {
+	cfg    StoreConfig
+	client *minio.Client
+}
+
+// NewStore makes a client for cfg; it does not contact the store.
+func NewStore(cfg StoreConfig, cred Credentials) (*Store, error) {
+	if cfg.Endpoint == "" || cfg.Bucket == "" {
+		return nil, errors.New("diagnostics store: endpoint and bucket are required")
+	}
+	if cred.AccessKey == "" || cred.SecretKey == "" {
+		return nil, errors.New("diagnostics store: the credentials have no access key or no secret key")
+	}
+	c, err := minio.New(cfg.Endpoint, &minio.Options{
+		Creds:  credentials.NewStaticV4(cred.AccessKey, cred.SecretKey, ""),
+		Secure: !cfg.Insecure,
+		Region: cfg.Region,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("diagnostics store %s: %w", cfg.Endpoint, err)
+	}
+	return &Store{cfg: cfg, client: c}, nil
+}
+
+// Put uploads a bundle under key with its SHA-256 as metadata, then asks
+// the store for it back: it returns nil only when the store holds an
+// object of this size whose recorded SHA-256 is sum.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, sum string) error {
+	_, err := s.client.PutObject(ctx, s.cfg.Bucket, key, r, size, minio.PutObjectOptions{
+		ContentType:  "application/gzip",
+		UserMetadata: map[string]string{MetaSHA256: sum},
+	})
+	if err != nil {
+		return fmt.Errorf("put %s: %w", s.where(key), err)
+	}
+	return s.Verify(ctx, key, size, sum)
+}
+
+// Verify returns nil when the store holds key with this size and SHA-256;
+// an error that IsNotFound when it holds no such key.
+func (s *Store) Verify(ctx context.Context, key string, size int64, sum string) error {
+	info, err := s.client.StatObject(ctx, s.cfg.Bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
+			return fmt.Errorf("%s: %w", s.where(key), ErrNotFound)
+		}
+		return fmt.Errorf("stat %s: %w", s.where(key), err)
+	}
+	if info.Size != size {
+		return fmt.Errorf("%s: the store holds %d bytes, the bundle has %d", s.where(key), info.Size, size)
+	}
+	if got := info.UserMetadata[MetaSHA256]; got != sum {
+		return fmt.Errorf("%s: the store records sha256 %q, the bundle's is %s", s.where(key), got, sum)
+	}
+	return nil
+}
+
+// ErrNotFound: the store holds no object under the key.
+var ErrNotFound = errors.New("no such object")
+
+// Exists reports whether the store holds key with this size and SHA-256
+// already, so that a bundle is never uploaded twice. An object under the
+// key with other bytes is an error: nothing overwrites it.
+func (s *Store) Exists(ctx context.Context, key string, size int64, sum string) (bool, error) {
+	err := s.Verify(ctx, key, size, sum)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	}
+	return false, err
+}
+
+// Get downloads key into w.
+func (s *Store) Get(ctx context.Context, key string, w io.Writer) (int64, error) {
+	obj, err := s.client.GetObject(ctx, s.cfg.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("get %s: %w", s.where(key), err)
+	}
+	defer obj.Close()
+	n, err := io.Copy(w, obj)
+	if err != nil {
+		return n, fmt.Errorf("get %s: %w", s.where(key), err)
+	}
+	return n, nil
+}
+
+// Link is a presigned GET link to key that works until now+expiry
+// (at most MaxLinkExpiry); the bucket stays private.
+func (s *Store) Link(ctx context.Context, key string, expiry time.Duration) (*url.URL, error) {
+	if expiry <= 0 || expiry > MaxLinkExpiry {
+		return nil, fmt.Errorf("link expiry %s: must be more than 0 and at most %s", expiry, MaxLinkExpiry)
+	}
+	u, err := s.client.PresignedGetObject(ctx, s.cfg.Bucket, key, expiry, nil)
+	if err != nil {
+		return nil, fmt.Errorf("presign %s: %w", s.where(key), err)
+	}
+	return u, nil
+}
+
+// Object is one stored bundle.
+type Object struct {
+	Key          string
+	Size         int64
+	LastModified time.Time
+	SHA256       string
+}
+
+// List lists the objects under prefix (a node's bundles: "<node>/"),
+// with their recorded SHA-256.
+func (s *Store) List(ctx context.Context, prefix string) ([]Object, error) {
+	var out []Object
+	for o := range s.client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true, WithMetadata: true}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("list %s: %w", s.where(prefix), o.Err)
+		}
+		out = append(out, Object{Key: o.Key, Size: o.Size, LastModified: o.LastModified, SHA256: o.UserMetadata["X-Amz-Meta-"+MetaSHA256]})
+	}
+	return out, nil
+}
+
+// Delete removes key.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.client.RemoveObject(ctx, s.cfg.Bucket, key, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("delete %s: %w", s.where(key), err)
+	}
+	return nil
+}
+
+func (s *Store) where(key string) string {
+	return fmt.Sprintf("s3://%s/%s at %s", s.cfg.Bucket, key, s.cfg.Endpoint)
+}
+
+// CredentialsFromFiles reads the key pair from the files a mounted Secret
+// puts in dir (accessKey and secretKey).
+func CredentialsFromFiles(dir string) (Credentials, error) {
+	read := func(name string) (string, error) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return "", fmt.Errorf("diagnostics store credentials: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	a, err := read(SecretAccessKey)
+	if err != nil {
+		return Credentials{}, err
+	}
+	s, err := read(SecretSecretKey)
+	if err != nil {
+		return Credentials{}, err
+	}
+	return Credentials{AccessKey: a, SecretKey: s}, nil
+}
