@@ -9,8 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
@@ -106,7 +104,7 @@ func (w *World) simulate(ctx context.Context) {
 				res.ok, res.msg = w.play(ctx, p)
 				played[uid] = res
 			}
-			if err := finishPod(ctx, w.Cluster.Client, p, res.ok, res.msg); err != nil && ctx.Err() == nil {
+			if err := localcluster.FinishPod(ctx, w.Cluster.Client, p, res.ok, res.msg); err != nil && ctx.Err() == nil {
 				w.say("simulator: end pod %s/%s (retried): %v", p.Namespace, p.Name, err)
 			}
 		}
@@ -248,40 +246,4 @@ func podEnv(p *corev1.Pod, name string) string {
 		}
 	}
 	return ""
-}
-
-// finishPod ends the pod as the kubelet reports a finished container,
-// reading it again on a conflict (kwok writes its status too).
-func finishPod(ctx context.Context, c client.Client, p *corev1.Pod, ok bool, msg string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var cur corev1.Pod
-		if err := c.Get(ctx, client.ObjectKeyFromObject(p), &cur); err != nil {
-			return err
-		}
-		if cur.UID != p.UID || cur.Status.Phase != corev1.PodRunning {
-			return nil // gone, replaced or ended meanwhile
-		}
-		return c.Status().Update(ctx, endedPod(&cur, ok, msg))
-	})
-}
-
-// endedPod is p with its containers terminated: exit 0 and Succeeded, or
-// exit 1 and Failed, with msg as the termination message.
-func endedPod(p *corev1.Pod, ok bool, msg string) *corev1.Pod {
-	phase, code, reason := corev1.PodSucceeded, int32(0), "Completed"
-	if !ok {
-		phase, code, reason = corev1.PodFailed, 1, "Error"
-	}
-	now := metav1.Now()
-	p = p.DeepCopy()
-	p.Status.Phase = phase
-	p.Status.ContainerStatuses = nil
-	for _, ctr := range p.Spec.Containers {
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
-			Name: ctr.Name, Image: ctr.Image,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: code, Reason: reason, Message: msg, StartedAt: now, FinishedAt: now}},
-		})
-	}
-	return p
 }

@@ -1,0 +1,224 @@
+package remediator_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/controller"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
+	"github.com/kubemedic/kubemedic/test/harness"
+)
+
+// opCapture is a capture template no kwok stage ends: the test plays its
+// pods, by running kubemedic-diag's capture on a fake host root.
+const opCapture = "test-collect-diagnostics"
+
+const diagSecret = "kubemedic-diagnostics"
+
+func diagPolicy(nodes ...string) *v1alpha1.RemediationPolicy {
+	all := intstr.FromString("100%")
+	two := intstr.FromInt32(2)
+	return &v1alpha1.RemediationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-xid-diag"},
+		Spec: v1alpha1.RemediationPolicySpec{
+			NodeSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "kubernetes.io/hostname", Operator: metav1.LabelSelectorOpIn, Values: nodes}}},
+			Conditions: []v1alpha1.ConditionMatch{{Type: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue,
+				Reason: v1alpha1.ReasonXidResetRequired, For: dur(time.Second)}},
+			Diagnostics: &v1alpha1.DiagnosticsSpec{Operation: opCapture, Timeout: dur(6 * time.Second)},
+			Steps: []v1alpha1.RemediationStep{
+				{Name: "reset-gpu", StepAction: v1alpha1.StepAction{Operation: opSucceed, Cordon: true, Timeout: dur(20 * time.Second)},
+					HealthyFor: dur(time.Second), RecoveryTimeout: dur(20 * time.Second)},
+			},
+			Safety: v1alpha1.Safety{MaxUnhealthy: &all, MaxConcurrent: &two, NodeCooldown: dur(time.Hour)},
+		},
+	}
+}
+
+// fakeHostRoot is a node's root with the kernel log holding the Xid.
+func fakeHostRoot(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "dev"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "dev", "kmsg"),
+		[]byte("6,1,100,-;Linux version 6.8.0\n3,2,2000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off the bus.\n"), 0o644))
+	return root
+}
+
+// playCapture runs the capture pod's command as the node would: kubemedic-
+// diag capture with the pod's environment, the Secret's keys in place of
+// its secretKeyRefs, on a fake host root; then ends the pod with the
+// report as its termination message.
+func playCapture(t *testing.T, env *localcluster.Cluster, pod *corev1.Pod, root string) diagnostics.Report {
+	t.Helper()
+	ctx := context.Background()
+	var sec corev1.Secret
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: diagSecret}, &sec))
+	vars := map[string]string{}
+	for _, e := range pod.Spec.Containers[0].Env {
+		switch {
+		case e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+			require.Equal(t, diagSecret, e.ValueFrom.SecretKeyRef.Name)
+			vars[e.Name] = string(sec.Data[e.ValueFrom.SecretKeyRef.Key])
+		default:
+			vars[e.Name] = e.Value
+		}
+	}
+	term := filepath.Join(t.TempDir(), "termination-log")
+	var out, errOut bytes.Buffer
+	code := diagnostics.Main([]string{"capture", "--root=" + root, "--termination-log=" + term, "--bug-report-timeout=2s"},
+		&out, &errOut, func(k string) string { return vars[k] })
+	require.Equal(t, 0, code, "stderr: %s", errOut.String())
+	b, err := os.ReadFile(term)
+	require.NoError(t, err)
+	r, err := diagnostics.ParseReport(b)
+	require.NoError(t, err)
+	require.NoError(t, localcluster.FinishPod(ctx, env.Client, pod, true, string(b)))
+	return r
+}
+
+// TestDiagnosticsBeforeRepair: the step's capture runs once on the node
+// before the reset, a remediator restart included; its bundle goes to a
+// real S3 store and the operation's status links it. A capture that never
+// reports is deleted at its timeout and the repair goes on.
+func TestDiagnosticsBeforeRepair(t *testing.T) {
+	env := startCluster(t)
+	s3 := harness.S3(t)
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: opCapture},
+		Spec: v1alpha1.NodeOperationTemplateSpec{Image: "ghcr.io/kubemedic/kubemedic-diag:test", Command: []string{"/ko-app/kubemedic-diag"},
+			Args: []string{"capture", "--root=/host"}, HostPID: true, Privileged: true}}))
+	require.NoError(t, env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: opNamespace, Name: diagSecret},
+		Data: map[string][]byte{diagnostics.SecretAccessKey: []byte(s3.AccessKey), diagnostics.SecretSecretKey: []byte(s3.SecretKey)}}))
+	nodes := gpuNodes(t, env, "diag", 2)
+	captured, hung := nodes[0], nodes[1]
+	createPolicy(t, env, diagPolicy(nodes...))
+
+	rem := newRemediator(t, env)
+	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagnostics.StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+		Secret: diagSecret, LinkExpiry: time.Hour}
+	rem.start()
+	for _, n := range nodes {
+		setCondition(t, env, n, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason,
+			"XidResetRequired: Xid 79 on 0000:3b:00.0: fell off the bus; reset required")
+	}
+
+	// The capture pod runs before the operation pod, on the cordoned node.
+	capturePod := func(c require.TestingT, node string) (*v1alpha1.NodeOperation, *corev1.Pod) {
+		ops := opsOnNode(c, env, node)
+		require.Len(c, ops, 1)
+		op := ops[0]
+		require.Equal(c, v1alpha1.PhaseCapturing, op.Status.Phase, describeOps(env))
+		var pod corev1.Pod
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: op.Name + "-diag"}, &pod))
+		require.Equal(c, corev1.PodRunning, pod.Status.Phase)
+		return &op, &pod
+	}
+	var op *v1alpha1.NodeOperation
+	var pod *corev1.Pod
+	require.EventuallyWithT(t, func(c *assert.CollectT) { op, pod = capturePod(c, captured) }, 30*time.Second, 200*time.Millisecond)
+	require.True(t, getNode(t, env, captured).Spec.Unschedulable, "cordoned before the capture")
+	require.False(t, podExists(t, env, opNamespace, op.Name), "no operation pod before the capture ends")
+	require.Equal(t, captured, pod.Spec.NodeName)
+	for _, e := range pod.Spec.Containers[0].Env {
+		require.NotContains(t, e.Value, s3.SecretKey, "credentials only by secretKeyRef")
+	}
+	require.Contains(t, envOf(pod), diagnostics.EnvEndpoint+"="+s3.Endpoint)
+
+	// A crash while the capture runs: the new remediator finds the pod
+	// and makes no second one.
+	rem.stop()
+	rem.start()
+	time.Sleep(2 * time.Second)
+	var pods corev1.PodList
+	require.NoError(t, env.Client.List(ctx, &pods, client.InNamespace(opNamespace)))
+	n := 0
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == captured && strings.HasSuffix(p.Name, "-diag") {
+			n++
+		}
+	}
+	require.Equal(t, 1, n, "one capture pod across the restart")
+
+	root := fakeHostRoot(t)
+	report := playCapture(t, env, pod, root)
+	require.True(t, report.Stored, report.Message)
+
+	// Then the repair: the operation pod, verification once the
+	// condition clears.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		o := getOp(t, env, op.Name)
+		require.Equal(c, v1alpha1.PhaseVerifying, o.Status.Phase, describeOps(env))
+	}, 30*time.Second, 200*time.Millisecond)
+	setCondition(t, env, captured, v1alpha1.ConditionGPUXidError, corev1.ConditionFalse, "NoXidError", "no actionable Xid")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.Equal(c, v1alpha1.PhaseSucceeded, getOp(t, env, op.Name).Status.Phase, describeOps(env))
+	}, 30*time.Second, 200*time.Millisecond)
+	done := getOp(t, env, op.Name)
+	d := done.Status.Diagnostics
+	require.NotNil(t, d)
+	require.Equal(t, report.Result, d.Result)
+	require.Equal(t, op.Name+"-diag", d.PodName)
+	b := d.Bundle
+	require.NotNil(t, b)
+	require.Equal(t, captured+"/"+op.Name+".tar.gz", b.Key)
+	require.True(t, b.Stored)
+	require.Equal(t, report.SHA256, b.SHA256)
+	require.NotEmpty(t, b.URL)
+	require.WithinDuration(t, time.Now().Add(time.Hour), b.URLExpires.Time, time.Minute)
+	resp, err := http.Get(b.URL)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	s := sha256.Sum256(body)
+	require.Equal(t, b.SHA256, hex.EncodeToString(s[:]), "the link downloads the bundle whose sha256 the status records")
+	cond := findCond(done.Status.Conditions, v1alpha1.OperationDiagnosed)
+	require.NotNil(t, cond)
+	require.Equal(t, metav1.ConditionTrue, cond.Status)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.Subset(c, eventReasons(c, env, "NodeOperation", op.Name), []string{v1alpha1.EventCaptureStarted, reasonOf(report.Result)})
+	}, 10*time.Second, 200*time.Millisecond)
+
+	// The other node's capture never reports: at its timeout the pod is
+	// deleted, the capture failed, and the repair went on.
+	var hungOp *v1alpha1.NodeOperation
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ops := opsOnNode(c, env, hung)
+		require.Len(c, ops, 1)
+		hungOp = &ops[0]
+		require.NotNil(c, hungOp.Status.Diagnostics)
+		require.Equal(c, v1alpha1.DiagnosticsFailed, hungOp.Status.Diagnostics.Result, describeOps(env))
+		require.Contains(c, []v1alpha1.NodeOperationPhase{v1alpha1.PhaseRunning, v1alpha1.PhaseVerifying}, hungOp.Status.Phase)
+	}, 40*time.Second, 200*time.Millisecond)
+	require.Contains(t, hungOp.Status.Diagnostics.Message, "no report after 6s")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.False(c, podExists(c, env, opNamespace, hungOp.Name+"-diag"), "the hung capture pod is deleted")
+	}, 10*time.Second, 200*time.Millisecond)
+}
+
+func reasonOf(r v1alpha1.DiagnosticsResult) string {
+	if r == v1alpha1.DiagnosticsPartial {
+		return v1alpha1.ReasonCapturePartial
+	}
+	return v1alpha1.ReasonCaptured
+}
