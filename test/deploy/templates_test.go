@@ -78,7 +78,7 @@ func TestOperationTemplatesSet(t *testing.T) {
 		})
 	}
 	slices.Sort(names)
-	require.Equal(t, []string{"drain-only", "reapply-mig-config", "reboot", "remount-nfs", "reset-gpu",
+	require.Equal(t, []string{"collect-gpu-diagnostics", "drain-only", "reapply-mig-config", "reboot", "remount-nfs", "reset-gpu",
 		"restart-containerd", "restart-device-plugin", "restart-kubelet"}, names)
 
 	// What the brief of each operation promises, in its script.
@@ -107,6 +107,22 @@ func TestOperationTemplatesSet(t *testing.T) {
 	}
 	require.Contains(t, script("restart-containerd"), "systemctl restart containerd")
 	require.Contains(t, script("restart-containerd"), "KillMode", "refuse a restart that would kill every container")
+
+	// The capture: kubemedic-diag on the host's root, read-only but for
+	// the spool, and no store credentials in the template.
+	diag := byName["collect-gpu-diagnostics"]
+	require.Contains(t, script("collect-gpu-diagnostics"), "kubemedic-diag capture --root=/host")
+	require.Regexp(t, `^ghcr\.io/kubemedic/kubemedic-diag:`, diag.Image)
+	mounts := map[string]v1alpha1.HostPathMount{}
+	for _, h := range diag.HostPaths {
+		mounts[h.MountPath] = h
+	}
+	require.True(t, mounts["/host"].ReadOnly, "the host's root read-only")
+	require.Equal(t, "/var/lib/kubemedic/diagnostics", mounts["/host/var/lib/kubemedic/diagnostics"].Path)
+	require.False(t, mounts["/host/var/lib/kubemedic/diagnostics"].ReadOnly, "the spool writable")
+	for _, e := range diag.Env {
+		require.NotContains(t, strings.ToLower(e.Name), "key", "credentials come from the remediator's Secret, never the template")
+	}
 }
 
 // TestCRDKustomizationComplete checks that deploy/crds/Kustomization lists
