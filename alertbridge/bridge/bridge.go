@@ -38,6 +38,10 @@ type Options struct {
 	// (default 5s): the issue is filed without waiting longer.
 	NodeOperations     NodeOperations
 	NodeHistoryTimeout time.Duration
+	// DiagnosticsInterval is how often the open issues of nodes are given
+	// the comments about their NodeOperations' diagnostics bundles (with
+	// nodeHistory on); default RefreshInterval.
+	DiagnosticsInterval time.Duration
 	// Registry receives the metrics; Gatherer serves them on /metrics.
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
@@ -74,6 +78,9 @@ type Bridge struct {
 
 	rollupKick chan struct{}
 
+	// diag is what the diagnostics loop knows of its comments.
+	diag diagComments
+
 	// testHookBeforeLock, when set, is called with the site's name just
 	// before the roll-up code takes mu. Tests use it to hold goroutines at
 	// the lock in a known order; it is nil outside tests.
@@ -103,6 +110,9 @@ func New(o Options) (*Bridge, error) {
 	}
 	if o.RefreshInterval <= 0 {
 		o.RefreshInterval = 30 * time.Second
+	}
+	if o.DiagnosticsInterval <= 0 {
+		o.DiagnosticsInterval = o.RefreshInterval
 	}
 	if o.RollupDelay <= 0 {
 		o.RollupDelay = 2 * time.Second
@@ -164,6 +174,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 		wg.Go(func() { b.work(ctx) })
 	}
 	wg.Go(func() { b.refreshLoop(ctx) })
+	if b.nodeOps != nil {
+		wg.Go(func() { b.diagnosticsLoop(ctx) })
+	}
 	wg.Go(func() { b.rollupLoop(ctx) })
 	wg.Wait()
 	return nil

@@ -13,6 +13,8 @@ type metrics struct {
 	dropped     *prometheus.CounterVec
 	// historyReads counts reads of the nodes' operation history.
 	historyReads *prometheus.CounterVec
+	// diagnostics counts diagnostics comments, by result.
+	diagnostics *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, depth, age func() float64) *metrics {
@@ -43,9 +45,16 @@ func newMetrics(reg prometheus.Registerer, depth, age func() float64) *metrics {
 			Help: "Reads of the NodeOperations of the nodes an alert group names, for its issue, by result: ok, or error (the issue says the history is unknown).",
 		}, []string{"result"}),
 	}
+	m.diagnostics = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubemedic_alertbridge_diagnostics_comments_total",
+		Help: "Comments about a NodeOperation's diagnostics bundle on the issues of its node, by result: posted, found (posted before, seen on GitHub after a restart), error.",
+	}, []string{"result"})
 	m.historyReads.WithLabelValues("ok")
 	m.historyReads.WithLabelValues("error")
-	reg.MustRegister(m.webhooks, m.latency, m.transitions, m.storm, m.dropped, m.historyReads,
+	for _, r := range []string{"posted", "found", "error"} {
+		m.diagnostics.WithLabelValues(r)
+	}
+	reg.MustRegister(m.webhooks, m.latency, m.transitions, m.storm, m.dropped, m.historyReads, m.diagnostics,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "kubemedic_alertbridge_queue_depth",
 			Help: "Webhooks recorded in the journal and not yet applied to GitHub.",

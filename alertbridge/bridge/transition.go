@@ -140,7 +140,8 @@ func (b *Bridge) create(ctx context.Context, log *slog.Logger, j job, id string,
 		body = render.LinkPrevious(body, act.LinkTo)
 	}
 	body = render.AttachHistory(body, b.nodeHistory(ctx, log, msg))
-	body, err := marker.Append(body, iss.KeyHash, marker.State{Firing: ev.Firing(), Applied: id})
+	nodes, _ := render.HistoryNodes(msg)
+	body, err := marker.Append(body, iss.KeyHash, marker.State{Firing: ev.Firing(), Applied: id, Nodes: nodes})
 	if err != nil {
 		return err
 	}
@@ -165,6 +166,10 @@ func (b *Bridge) create(ctx context.Context, log *slog.Logger, j job, id string,
 func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalEntry, msg *payload.Message, cur *tracked, iss *render.Issue, ev decide.Event, act decide.Action) error {
 	st := cur.state
 	st.Firing, st.Applied = ev.Firing(), e.ID
+	if nodes, _ := render.HistoryNodes(msg); len(nodes) > 0 {
+		// The join to the nodes' diagnostics bundles (diagnostics.go).
+		st.Nodes = nodes
+	}
 	if act.CommentDigest != "" {
 		st.LastComment = act.CommentDigest
 	}

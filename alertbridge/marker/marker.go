@@ -25,6 +25,9 @@ type State struct {
 	LastComment string `json:"c,omitempty"`
 	// Members are the alert groups of a roll-up issue, by key hash.
 	Members []Member `json:"m,omitempty"`
+	// Nodes are the nodes the group's alerts name, sorted: the join to
+	// their NodeOperations' diagnostics bundles.
+	Nodes []string `json:"nd,omitempty"`
 }
 
 // Member is one alert group that the storm guard sent to a roll-up issue.
@@ -38,8 +41,9 @@ type Member struct {
 }
 
 var (
-	markerRE     = regexp.MustCompile(`<!-- kubemedic-alertbridge key=([A-Za-z0-9_-]+) state=([A-Za-z0-9_=-]*) -->`)
-	transitionRE = regexp.MustCompile(`<!-- kubemedic-alertbridge transition=([0-9A-Za-z_-]+) -->`)
+	diagnosticsRE = regexp.MustCompile(`<!-- kubemedic-alertbridge diagnostics=([0-9A-Za-z._-]+) -->`)
+	markerRE      = regexp.MustCompile(`<!-- kubemedic-alertbridge key=([A-Za-z0-9_-]+) state=([A-Za-z0-9_=-]*) -->`)
+	transitionRE  = regexp.MustCompile(`<!-- kubemedic-alertbridge transition=([0-9A-Za-z_-]+) -->`)
 )
 
 // Append returns body followed by the marker for key and state. Any marker
@@ -132,4 +136,21 @@ func decode(s string) (State, error) {
 		return st, fmt.Errorf("state is not JSON: %w", err)
 	}
 	return st, nil
+}
+
+// Diagnostics is the mark that ends the comment about one diagnostics
+// bundle, id being its NodeOperation's UID: the bridge looks for it before
+// commenting, so each bundle is commented on once per issue, a restart
+// included.
+func Diagnostics(id string) string {
+	return fmt.Sprintf("\n\n<!-- kubemedic-alertbridge diagnostics=%s -->\n", id)
+}
+
+// DiagnosticsIDs returns the ids of the Diagnostics marks in a comment.
+func DiagnosticsIDs(body string) []string {
+	var out []string
+	for _, m := range diagnosticsRE.FindAllStringSubmatch(body, -1) {
+		out = append(out, m[1])
+	}
+	return out
 }

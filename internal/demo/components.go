@@ -11,11 +11,15 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/internal/notify/notifytest"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 )
 
 // componentReadyTimeout bounds the start of each kubemedic component.
@@ -30,8 +34,11 @@ const webhookToken = "kubemedic-demo-webhook-token"
 
 // startStandIns starts the GitHub and Slack stand-ins, unless the real
 // ones are configured.
-func (w *World) startStandIns(context.Context) error {
+func (w *World) startStandIns(ctx context.Context) error {
 	if err := w.startGitHub(); err != nil {
+		return err
+	}
+	if err := w.startStore(ctx); err != nil {
 		return err
 	}
 	if w.opts.SlackTokenFile != "" {
@@ -47,6 +54,33 @@ func (w *World) startStandIns(context.Context) error {
 	w.Slack = s
 	w.onStop(func() error { s.Close(); return nil })
 	w.say("Slack stand-in: every message is printed here, prefixed with slack>")
+	return nil
+}
+
+// DiagnosticsSecret holds the demo store's key pair, as
+// --diagnostics-secret names it.
+const DiagnosticsSecret = "kubemedic-diagnostics"
+
+// startStore runs the diagnostics store: a real S3-compatible server
+// (versitygw from the testbin) with the bucket, and the Secret with its
+// keys that the remediator and the capture pods use.
+func (w *World) startStore(ctx context.Context) error {
+	dir := filepath.Join(w.opts.Dir, "s3")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	s3, err := localcluster.NewS3(ctx, dir, "kubemedic-diagnostics")
+	if err != nil {
+		return err
+	}
+	w.S3 = s3
+	w.onStop(s3.Stop)
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: DiagnosticsSecret},
+		Data: map[string][]byte{diagnostics.SecretAccessKey: []byte(s3.AccessKey), diagnostics.SecretSecretKey: []byte(s3.SecretKey)}}
+	if err := w.Cluster.Client.Create(ctx, sec); err != nil {
+		return fmt.Errorf("create secret %s/%s: %w", Namespace, DiagnosticsSecret, err)
+	}
+	w.say("Diagnostics store: versitygw (S3) on %s, bucket %s, objects under %s", s3.Endpoint, s3.Bucket, filepath.Join(dir, "data"))
 	return nil
 }
 
@@ -168,7 +202,9 @@ func (w *World) startComponents(ctx context.Context, ports []int) error {
 	comps := []component{
 		{name: "kubemedic-remediator", env: slackEnv, metrics: addr(0), ready: "http://" + addr(1) + "/readyz",
 			args: []string{"--kubeconfig=" + kc, "--leader-elect=false", "--namespace=" + Namespace,
-				"--metrics-bind-address=" + addr(0), "--health-probe-bind-address=" + addr(1)}},
+				"--metrics-bind-address=" + addr(0), "--health-probe-bind-address=" + addr(1),
+				"--diagnostics-endpoint=" + w.S3.Endpoint, "--diagnostics-bucket=" + w.S3.Bucket, "--diagnostics-insecure",
+				"--diagnostics-secret=" + DiagnosticsSecret}},
 		{name: "kubemedic-janitor", env: slackEnv, metrics: addr(2), ready: "http://" + addr(3) + "/readyz",
 			args: []string{"--kubeconfig=" + kc, "--leader-elect=false", "--namespace=" + Namespace,
 				"--metrics-bind-address=" + addr(2), "--health-probe-bind-address=" + addr(3),

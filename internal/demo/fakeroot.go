@@ -23,6 +23,7 @@ const (
 	rootSMIGPUs   = "/demo/nvidia-smi/query-gpu.csv"
 	rootSMIRemap  = "/demo/nvidia-smi/query-remapped-rows.csv"
 	rootSMIECC    = "/demo/nvidia-smi/q-d-ecc.txt"
+	rootSMIQ      = "/demo/nvidia-smi/q.txt"
 	// rootStateDir is kubemedic-detect's --state-dir inside the root, where
 	// the reset-gpu template records a reset (xid-resets/<bus>).
 	rootStateDir = "/var/lib/kubemedic/detect"
@@ -53,6 +54,9 @@ var smiGPUFields = []struct{ name, healthy string }{
 	{"gpu_recovery_action", "None"},
 	{"ecc.errors.uncorrected.aggregate.sram.thresholdExceeded", "No"},
 	{"remapped_rows.histogram.none", "0"},
+	// The board's serial, for the diagnostics manifest (per GPU; see
+	// queryGPU).
+	{"serial", ""},
 }
 
 // fakeNVIDIASMI answers the queries of the gpu checks from files in the
@@ -65,6 +69,7 @@ var smiGPUFields = []struct{ name, healthy string }{
 // refused the way nvidia-smi refuses an unknown option.
 var fakeNVIDIASMI = `#!/bin/sh
 root=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "$*" = "-q" ]; then cat "$root/demo/nvidia-smi/q.txt"; exit $?; fi
 if [ "$*" = "-q -d ECC" ]; then
   cat "$root/demo/nvidia-smi/q-d-ecc.txt" || exit 1
   if grep -q '^Unable to determine the device handle' "$root/demo/nvidia-smi/q-d-ecc.txt"; then exit 15; fi
@@ -187,6 +192,7 @@ func (r *FakeRoot) Reboot() error {
 		{rootSMIGPUs, r.queryGPU()},
 		{rootSMIRemap, r.queryRemap()},
 		{rootSMIECC, r.queryECC()},
+		{rootSMIQ, r.queryAll()},
 	} {
 		if err := r.write(f.path, f.content, 0o644); err != nil {
 			return err
@@ -251,6 +257,9 @@ func (r *FakeRoot) LoseGPU(gpu int) error {
 	if err := r.write(rootSMIECC, r.queryECC(), 0o644); err != nil {
 		return err
 	}
+	if err := r.write(rootSMIQ, r.queryAll(), 0o644); err != nil {
+		return err
+	}
 	return r.write(rootSMIGPUs, r.queryGPU(), 0o644)
 }
 
@@ -268,6 +277,9 @@ func (r *FakeRoot) AskRecovery(gpu int, action gpuaction.Action) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.asks[gpu] = action
+	if err := r.write(rootSMIQ, r.queryAll(), 0o644); err != nil {
+		return err
+	}
 	return r.write(rootSMIGPUs, r.queryGPU(), 0o644)
 }
 
@@ -280,6 +292,9 @@ func (r *FakeRoot) ClearRecovery(bus string) error {
 		if strings.HasSuffix(g.Bus, strings.TrimPrefix(bus, "0000")) {
 			delete(r.asks, g.Index)
 		}
+	}
+	if err := r.write(rootSMIQ, r.queryAll(), 0o644); err != nil {
+		return err
 	}
 	return r.write(rootSMIGPUs, r.queryGPU(), 0o644)
 }
@@ -335,6 +350,9 @@ func (r *FakeRoot) queryGPU() string {
 			v := f.healthy
 			if a, ok := r.asks[g.Index]; ok && f.name == "gpu_recovery_action" {
 				v = a.String()
+			}
+			if f.name == "serial" {
+				v = gpuSerial(g.Index)
 			}
 			b.WriteString(", " + v)
 		}
@@ -400,6 +418,32 @@ func (r *FakeRoot) queryECC() string {
 			continue
 		}
 		fmt.Fprintf(&b, "GPU %s\n%s", g.Bus, smiECCHealthy)
+	}
+	return b.String()
+}
+
+// gpuSerial is a GPU's board serial number in the fake.
+func gpuSerial(i int) string { return fmt.Sprintf("165092300%04d", i) }
+
+// queryAll is rootSMIQ, a short `nvidia-smi -q`: per GPU its bus ID,
+// product, serial, UUID and recovery action, then its ECC section as in
+// queryECC; a lost GPU as nvidia-smi prints one it cannot reach. r.mu is
+// held.
+func (r *FakeRoot) queryAll() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n==============NVSMI LOG==============\n\n%-55s: %s\n%-55s: 580.159.04\n%-55s: 13.0\n\n%-55s: %d\n",
+		"Timestamp", r.bootTime.UTC().Format("Mon Jan  2 15:04:05 2006"), "Driver Version", "CUDA Version", "Attached GPUs", len(r.GPUs))
+	for _, g := range r.GPUs {
+		if r.lost[g.Index] {
+			fmt.Fprintf(&b, "Unable to determine the device handle for GPU %s: GPU is lost. Reboot the system to recover this GPU\n", g.Bus)
+			continue
+		}
+		action := "None"
+		if a, ok := r.asks[g.Index]; ok {
+			action = a.String()
+		}
+		fmt.Fprintf(&b, "GPU %s\n    %-51s: NVIDIA H100 80GB HBM3\n    %-51s: %s\n    %-51s: %s\n    %-51s: %s\n%s",
+			g.Bus, "Product Name", "Serial Number", gpuSerial(g.Index), "GPU UUID", g.UUID, "GPU Recovery Action", action, smiECCHealthy)
 	}
 	return b.String()
 }

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
@@ -25,10 +27,13 @@ const simulatorPoll = 300 * time.Millisecond
 // 30 s grace period, often more) and the reset itself takes up to a minute
 // on an H100, about 3 minutes in all; a reboot of a large server with 1-2
 // TiB of RAM takes about 8 minutes to POST and boot; a remount seconds.
+// A diagnostics capture is mostly nvidia-bug-report.sh, which takes a
+// minute or two on an 8-GPU node.
 var opDuration = map[string]time.Duration{
-	"reset-gpu":   3 * time.Minute,
-	"reboot":      8 * time.Minute,
-	"remount-nfs": 30 * time.Second,
+	"reset-gpu":               3 * time.Minute,
+	"reboot":                  8 * time.Minute,
+	"remount-nfs":             30 * time.Second,
+	"collect-gpu-diagnostics": 90 * time.Second,
 }
 
 // defaultOpDuration is the duration of any other operation.
@@ -140,6 +145,8 @@ func (w *World) play(ctx context.Context, p *corev1.Pod) (bool, string) {
 	faulty := w.faulty[node]
 	w.mu.Unlock()
 	switch tpl {
+	case "collect-gpu-diagnostics":
+		return w.capture(ctx, p, root)
 	case "reset-gpu":
 		bus := podEnv(p, "GPU_BUS_ID")
 		if faulty {
@@ -236,6 +243,48 @@ var okReason = map[string]string{
 	v1alpha1.ConditionNFSMountUnhealthy:    "NFSMountsHealthy",
 	v1alpha1.ConditionNetworkInterfaceDown: "InterfacesUp",
 }
+
+// capture plays a capture pod: kubemedic-diag capture on the node's fake
+// root, with the pod's environment (the Secret's keys for its
+// secretKeyRefs), as the pod would run it; its report is the pod's
+// termination message. A node without a fake root has no host to capture:
+// its report says so (a failed capture, and the repair goes on).
+func (w *World) capture(ctx context.Context, p *corev1.Pod, root *FakeRoot) (bool, string) {
+	if root == nil {
+		r := diagnostics.Report{Result: v1alpha1.DiagnosticsFailed, Message: "simulated node " + p.Spec.NodeName + ": no host to capture (only the nodes with real NPD have a fake root)"}
+		return true, string(r.Encode())
+	}
+	env := os.Environ()
+	for _, e := range p.Spec.Containers[0].Env {
+		v := e.Value
+		if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil {
+			var sec corev1.Secret
+			if err := w.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.SecretKeyRef.Name}, &sec); err != nil {
+				return false, fmt.Sprintf("capture: secret %s: %v", ref.SecretKeyRef.Name, err)
+			}
+			v = string(sec.Data[ref.SecretKeyRef.Key])
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	term := filepath.Join(w.opts.Dir, "captures", p.Name+".report")
+	if err := os.MkdirAll(filepath.Dir(term), 0o755); err != nil {
+		return false, err.Error()
+	}
+	ctx, cancel := context.WithTimeout(ctx, captureTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(w.opts.BinDir, "kubemedic-diag"), "capture", "--root="+root.Dir, "--no-chroot",
+		"--termination-log="+term, "--bug-report-timeout=10s")
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	report, rerr := os.ReadFile(term)
+	if rerr != nil {
+		return false, fmt.Sprintf("capture: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return err == nil, string(report)
+}
+
+// captureTimeout bounds kubemedic-diag in the demo.
+const captureTimeout = 30 * time.Second
 
 func podEnv(p *corev1.Pod, name string) string {
 	for _, c := range p.Spec.Containers {

@@ -122,6 +122,8 @@ type World struct {
 	PageURL string
 	// Slack is the Slack stand-in; nil with Options.SlackTokenFile.
 	Slack *notifytest.Server
+	// S3 is the diagnostics store, a real S3-compatible server.
+	S3 *localcluster.S3
 	// githubURL, githubTokenFile and repo are what the alertbridge and the
 	// timeline use: the stand-in's or the real ones.
 	githubURL, githubTokenFile, repo string
@@ -185,7 +187,7 @@ func Start(ctx context.Context, o Options) (_ *World, err error) {
 			_ = w.Stop()
 		}
 	}()
-	for _, bin := range []string{"kubemedic-detect", "kubemedic-remediator", "kubemedic-alertbridge", "kubemedic-janitor"} {
+	for _, bin := range []string{"kubemedic-detect", "kubemedic-remediator", "kubemedic-alertbridge", "kubemedic-janitor", "kubemedic-diag"} {
 		if _, err := os.Stat(filepath.Join(o.BinDir, bin)); err != nil {
 			return nil, fmt.Errorf("%s not found in %s (run `make build`): %w", bin, o.BinDir, err)
 		}

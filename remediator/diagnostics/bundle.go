@@ -73,6 +73,9 @@ type Capture struct {
 	Spool string
 	// Now is the clock.
 	Now func() time.Time
+	// NoChroot runs the host's tools without chrooting into Root: for a
+	// root that is a plain directory of fakes (tests, the demo).
+	NoChroot bool
 }
 
 // Run collects every part into a scratch directory beside the spool,
@@ -92,7 +95,7 @@ func (c *Capture) Run(ctx context.Context) (*Manifest, Spooled, error) {
 		m.BootID = id
 	}
 	for _, p := range c.Parts {
-		r := runPart(ctx, p, c.Root, scratch)
+		r := runPart(ctx, p, c.Root, scratch, c.NoChroot)
 		m.Parts = append(m.Parts, r)
 		if p.Name == "gpu-list" && !r.Failed() && r.File != "" {
 			m.GPUs = parseGPUList(filepath.Join(scratch, r.File))

@@ -1,8 +1,14 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -31,7 +37,7 @@ func startWorld(t *testing.T) *demo.World {
 		t.Skip("integration test: runs the whole system; skipped in -short mode")
 	}
 	var bin string
-	for _, pkg := range []string{"./cmd/kubemedic-detect", "./cmd/kubemedic-remediator", "./cmd/kubemedic-alertbridge", "./cmd/kubemedic-janitor"} {
+	for _, pkg := range []string{"./cmd/kubemedic-detect", "./cmd/kubemedic-remediator", "./cmd/kubemedic-alertbridge", "./cmd/kubemedic-janitor", "./cmd/kubemedic-diag"} {
 		bin = filepath.Dir(harness.GoBuild(t, pkg))
 	}
 	root, err := localcluster.RepoRoot()
@@ -100,6 +106,8 @@ func TestWholeLoop(t *testing.T) {
 		require.NotNil(t, reset)
 		require.Equal(t, "reset-gpu", reset.Spec.Operation)
 		require.Equal(t, v1alpha1.PhaseSucceeded, reset.Status.Phase)
+		files := bundleOf(t, *reset)
+		require.Contains(t, string(files["xid.log"]), "Xid (PCI:0000:18:00): 46", "the capture kept the Xid before the reset")
 
 		issues, err := s.Issues(ctx, s.Node)
 		require.NoError(t, err)
@@ -158,6 +166,20 @@ func TestWholeLoop(t *testing.T) {
 			}
 		}
 		require.Equal(t, v1alpha1.PhaseFailed, phases["reset-gpu"], "the reset failed: %v", phases)
+
+		// Before the reset touched the GPU, the capture kept the node's
+		// evidence: the bundle behind the operation's link holds the
+		// kernel log's Xid and nvidia-smi -q, with the sha256 the status
+		// records.
+		for _, op := range ops.Items {
+			if op.Spec.NodeName != s.Node || stepOf(op) != "reset-gpu" {
+				continue
+			}
+			files := bundleOf(t, op)
+			require.Contains(t, string(files["xid.log"]), "NVRM: Xid (PCI:0000:18:00): 46", "the Xid that started it all")
+			require.Contains(t, string(files["nvidia-smi-q.txt"]), "NVIDIA H100 80GB HBM3")
+			require.Contains(t, string(files["manifest.json"]), `"node": "`+s.Node+`"`)
+		}
 		require.Contains(t, phases, "reboot", "then a reboot: %v", phases)
 		require.Contains(t, phases, "quarantine", "then the quarantine: %v", phases)
 
@@ -213,6 +235,43 @@ func logPeakRSS(t *testing.T, w *demo.World) {
 	}
 	require.NotEmpty(t, parts)
 	t.Logf("peak RSS (VmHWM) of the kubemedic processes: %s; sum %d MiB", strings.Join(parts, ", "), total/1024)
+}
+
+// bundleOf downloads an operation's diagnostics bundle through the link
+// in its status, checks its sha256 against the status, and returns its
+// files by name.
+func bundleOf(t *testing.T, op v1alpha1.NodeOperation) map[string][]byte {
+	t.Helper()
+	d := op.Status.Diagnostics
+	require.NotNil(t, d, "operation %s captured nothing", op.Name)
+	require.Contains(t, []v1alpha1.DiagnosticsResult{v1alpha1.DiagnosticsCaptured, v1alpha1.DiagnosticsPartial}, d.Result, "%s: %s", op.Name, d.Message)
+	require.NotNil(t, d.Bundle)
+	require.True(t, d.Bundle.Stored, d.Message)
+	require.NotEmpty(t, d.Bundle.URL, d.Message)
+	resp, err := http.Get(d.Bundle.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	sum := sha256.Sum256(body)
+	require.Equal(t, d.Bundle.SHA256, hex.EncodeToString(sum[:]))
+	gz, err := gzip.NewReader(bytes.NewReader(body))
+	require.NoError(t, err)
+	tr := tar.NewReader(gz)
+	files := map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		b, err := io.ReadAll(tr)
+		require.NoError(t, err)
+		files[filepath.Base(h.Name)] = b
+	}
+	t.Logf("bundle of %s: %d bytes, %d files (%s)", op.Name, len(body), len(files), d.Message)
+	return files
 }
 
 func stepOf(op v1alpha1.NodeOperation) string {

@@ -33,7 +33,7 @@ func buildDemo(t *testing.T) (bin, binDir string) {
 	}
 	binDir, err := localcluster.BinDir()
 	require.NoError(t, err)
-	for _, pkg := range []string{"./cmd/kubemedic-detect", "./cmd/kubemedic-remediator", "./cmd/kubemedic-alertbridge", "./cmd/kubemedic-janitor"} {
+	for _, pkg := range []string{"./cmd/kubemedic-detect", "./cmd/kubemedic-remediator", "./cmd/kubemedic-alertbridge", "./cmd/kubemedic-janitor", "./cmd/kubemedic-diag"} {
 		harness.GoBuild(t, pkg)
 	}
 	return harness.GoBuild(t, "./cmd/kubemedic"), binDir

@@ -28,7 +28,7 @@ func TestShippedBinariesImportNoTestCode(t *testing.T) {
 
 	// The listing must cover the binaries and read real dependencies, or
 	// the check below passes by checking nothing.
-	for _, bin := range []string{"kubemedic", "kubemedic-detect", "kubemedic-remediator", "kubemedic-alertbridge", "kubemedic-janitor"} {
+	for _, bin := range []string{"kubemedic", "kubemedic-detect", "kubemedic-remediator", "kubemedic-alertbridge", "kubemedic-janitor", "kubemedic-diag"} {
 		if _, ok := deps[module+"/cmd/"+bin]; !ok {
 			t.Errorf("go list did not list %s/cmd/%s", module, bin)
 		}
