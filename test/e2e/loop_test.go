@@ -13,11 +13,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -193,10 +195,37 @@ func TestWholeLoop(t *testing.T) {
 			}
 		}
 		require.NotEmpty(t, handoff, "an open issue about the quarantine of %s", s.Node)
+		captures := 0
 		for _, op := range ops.Items {
 			if op.Spec.NodeName == s.Node && !op.Spec.Quarantine {
 				require.Contains(t, handoff, op.Name, "the issue lists attempt %s", op.Name)
+				captures++
 			}
+		}
+
+		// The person handed the node reads the evidence: the issue has one
+		// comment per capture (before the reset, before the reboot), whose
+		// link downloads the bundle from the store, with the sha256 the
+		// comment gives, holding the Xid that started it all.
+		var diag []string
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			diag = nil
+			for _, body := range w.GitHub.Comments(demo.Repo, handoffNumber) {
+				if strings.Contains(body, "**Diagnostics kept**") {
+					diag = append(diag, body)
+				}
+			}
+			require.Len(c, diag, captures, "one diagnostics comment per capture")
+		}, 20*time.Second, 200*time.Millisecond)
+		link := regexp.MustCompile(`\]\((http[^)]+)\)`)
+		sumRE := regexp.MustCompile("sha256: `([0-9a-f]{64})`")
+		for _, body := range diag {
+			u, sum := link.FindStringSubmatch(body), sumRE.FindStringSubmatch(body)
+			require.NotNil(t, u, body)
+			require.NotNil(t, sum, body)
+			files := download(t, u[1], sum[1])
+			require.Contains(t, string(files["xid.log"]), "NVRM: Xid (PCI:0000:18:00): 46", "the Xid that started it all")
+			require.Contains(t, string(files["nvidia-smi-q.txt"]), "NVIDIA H100 80GB HBM3")
 		}
 
 		// A person closes the issue on the stand-in's page: the node stays
@@ -248,14 +277,23 @@ func bundleOf(t *testing.T, op v1alpha1.NodeOperation) map[string][]byte {
 	require.NotNil(t, d.Bundle)
 	require.True(t, d.Bundle.Stored, d.Message)
 	require.NotEmpty(t, d.Bundle.URL, d.Message)
-	resp, err := http.Get(d.Bundle.URL)
+	files := download(t, d.Bundle.URL, d.Bundle.SHA256)
+	t.Logf("bundle of %s: %d bytes, %d files (%s)", op.Name, d.Bundle.Size, len(files), d.Message)
+	return files
+}
+
+// download fetches a bundle through its link, checks its sha256, and
+// returns its files by name.
+func download(t *testing.T, link, wantSHA256 string) map[string][]byte {
+	t.Helper()
+	resp, err := http.Get(link)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	sum := sha256.Sum256(body)
-	require.Equal(t, d.Bundle.SHA256, hex.EncodeToString(sum[:]))
+	require.Equal(t, wantSHA256, hex.EncodeToString(sum[:]))
 	gz, err := gzip.NewReader(bytes.NewReader(body))
 	require.NoError(t, err)
 	tr := tar.NewReader(gz)
@@ -270,7 +308,6 @@ func bundleOf(t *testing.T, op v1alpha1.NodeOperation) map[string][]byte {
 		require.NoError(t, err)
 		files[filepath.Base(h.Name)] = b
 	}
-	t.Logf("bundle of %s: %d bytes, %d files (%s)", op.Name, len(body), len(files), d.Message)
 	return files
 }
 
