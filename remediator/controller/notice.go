@@ -199,6 +199,10 @@ func stoppedMessage(op *v1alpha1.NodeOperation, pod *corev1.Pod, deleted bool, i
 	if issue != "" {
 		text += " or " + issue
 	}
+	kept, keptMD := diagnosticsKept(op)
+	if kept != "" {
+		text += ". " + kept
+	}
 
 	repair := notify.Escape(plan.Describe(op))
 	if op.Spec.Step != "" {
@@ -215,6 +219,9 @@ func stoppedMessage(op *v1alpha1.NodeOperation, pod *corev1.Pod, deleted bool, i
 	}
 	if issue != "" {
 		fields = append(fields, "Issue", notify.Link(issue, issueLabel(issue)))
+	}
+	if keptMD != "" {
+		fields = append(fields, "Diagnostics", keptMD)
 	}
 	followMD := "*Follow the repair*: " + notify.Code(follow)
 	if issue != "" {
@@ -235,6 +242,22 @@ func stoppedMessage(op *v1alpha1.NodeOperation, pod *corev1.Pod, deleted bool, i
 			notify.Context(footer...),
 		},
 	}
+}
+
+// diagnosticsKept says, as plain text and as mrkdwn, that the node's
+// diagnostics were kept before the repair and where; "" when the
+// operation captured no bundle.
+func diagnosticsKept(op *v1alpha1.NodeOperation) (string, string) {
+	d := op.Status.Diagnostics
+	if d == nil || d.Bundle == nil {
+		return "", ""
+	}
+	where := "in the diagnostics store"
+	if !d.Bundle.Stored {
+		where = "on the node, waiting for the diagnostics store"
+	}
+	return fmt.Sprintf("The node's diagnostics were kept before the repair (%s, %s)", d.Bundle.Key, where),
+		fmt.Sprintf("kept before the repair: %s, %s", notify.Code(d.Bundle.Key), notify.Escape(where))
 }
 
 // causeOf says why the node is drained, as plain text and as mrkdwn:

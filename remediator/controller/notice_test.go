@@ -205,6 +205,22 @@ func TestStoppedMessageHasEveryPart(t *testing.T) {
 		"what was seen, what was done, when, where, by whom, why, and the issue")
 }
 
+// A drain after the capture says the node's diagnostics were kept, and
+// where; an operation without a bundle says nothing of it.
+func TestStoppedMessageSaysDiagnosticsWereKept(t *testing.T) {
+	op := testOp()
+	plain := stoppedMessage(op, testPod("team-a", "web", ownedByReplicaSet("web-1")), false, "", alice, noticeTime)
+	require.NotContains(t, plain.Text, "diagnostics")
+	op.Status.Diagnostics = &v1alpha1.DiagnosticsStatus{Result: v1alpha1.DiagnosticsCaptured,
+		Bundle: &v1alpha1.DiagnosticsBundle{Key: "gpu-017/" + op.Name + ".tar.gz", Stored: true}}
+	m := stoppedMessage(op, testPod("team-a", "web", ownedByReplicaSet("web-1")), false, "", alice, noticeTime)
+	require.Contains(t, m.Text, "The node's diagnostics were kept before the repair (gpu-017/"+op.Name+".tar.gz, in the diagnostics store)")
+	require.Contains(t, blocksJSON(t, m), "*Diagnostics*\\nkept before the repair: `gpu-017/"+op.Name+".tar.gz`, in the diagnostics store")
+	op.Status.Diagnostics.Bundle.Stored = false
+	m = stoppedMessage(op, testPod("team-a", "web", ownedByReplicaSet("web-1")), false, "", alice, noticeTime)
+	require.Contains(t, m.Text, "on the node, waiting for the diagnostics store")
+}
+
 func TestIssueURL(t *testing.T) {
 	op := func(v string) *v1alpha1.NodeOperation {
 		o := testOp()
