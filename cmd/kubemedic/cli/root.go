@@ -72,7 +72,7 @@ runs a local demo cluster of simulated GPU nodes.`,
 	root.SetErr(stderr)
 	root.AddCommand(newPolicyCommand(stdout, stderr), newDemoCommand(stdout, stderr))
 	root.AddCommand(newAlertbridgeCommand(stdout, stderr), newJanitorCommand(stdout, stderr))
-	root.AddCommand(newStatusCommand(stdout, stderr))
+	root.AddCommand(newStatusCommand(stdout, stderr), newDiagCommand(stdout, stderr))
 	return root
 }
 
