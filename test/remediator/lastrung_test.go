@@ -237,7 +237,18 @@ func lrRecreateNode(t *testing.T, env *localcluster.Cluster, name string, mutate
 	_, err = env.Clientset.CoreV1().Nodes().PatchStatus(ctx, name, status)
 	require.NoError(t, err)
 	require.NoError(t, env.WaitNodesReady(ctx, name))
-	setBootID(t, env, name, "boot-1")
+	// kwok's node-initialize stage may patch the new node's status once
+	// more from its own, older view, which has no boot ID: set it until it
+	// stays (CI saw a machine request taken with an empty boot ID, whose
+	// reboot then never counted).
+	require.Eventually(t, func() bool {
+		if getNode(t, env, name).Status.NodeInfo.BootID != "boot-1" {
+			setBootID(t, env, name, "boot-1")
+			return false
+		}
+		time.Sleep(time.Second)
+		return getNode(t, env, name).Status.NodeInfo.BootID == "boot-1"
+	}, lrWait, 100*time.Millisecond, "node %s keeps its boot ID", name)
 }
 
 // lrObject builds a namespaced unstructured object of the machine namespace.
