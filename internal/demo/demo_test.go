@@ -27,6 +27,7 @@ import (
 	"github.com/kubemedic/kubemedic/detectors/xid"
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 )
 
 func TestScaleDuration(t *testing.T) {
@@ -248,6 +249,28 @@ func TestFakeRootRecoveryAction(t *testing.T) {
 	require.Equal(t, v1alpha1.ReasonRebootRequired, verdict().Reason, "another GPU's reset leaves it")
 	require.NoError(t, r.Reboot())
 	require.Equal(t, plugin.StatusOK, verdict().Status, "a reboot clears it")
+}
+
+// TestFakeRootIsCapturedWhole: the capture the demo plays on a fake root,
+// with the parts it runs on a real node, collects every part a real node
+// would have but the tools the fake does not provide (they are skipped,
+// not failed), and the bundle holds the injected Xid and nvidia-smi -q.
+func TestFakeRootIsCapturedWhole(t *testing.T) {
+	r, err := NewFakeRoot(t.TempDir(), "gpu-node-001", 8, "127.0.0.1:2049")
+	require.NoError(t, err)
+	require.NoError(t, r.Xid(0, 46, "GPU timeout"))
+	c := &diagnostics.Capture{Root: host.Root(r.Dir), Node: r.Node, Operation: "op", Spool: t.TempDir(), NoChroot: true,
+		Parts: diagnostics.DefaultParts(5*time.Second, rootKmsg), Now: time.Now}
+	m, sp, err := c.Run(context.Background())
+	require.NoError(t, err)
+	for _, p := range m.Parts {
+		require.False(t, p.Failed(), "part %s: %+v", p.Name, p)
+	}
+	require.Len(t, m.GPUs, 8)
+	require.Equal(t, gpuSerial(3), m.GPUs[3].Serial)
+	require.Equal(t, v1alpha1.DiagnosticsCaptured, diagnostics.NewReport(m, sp, false, nil, 0).Result)
+	require.Contains(t, sp.Files, "xid.log")
+	require.Contains(t, sp.Files, "nvidia-smi-q.txt")
 }
 
 func TestNPDConfigs(t *testing.T) {

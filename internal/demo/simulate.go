@@ -272,7 +272,7 @@ func (w *World) capture(ctx context.Context, p *corev1.Pod, root *FakeRoot) (boo
 	}
 	ctx, cancel := context.WithTimeout(ctx, captureTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(w.opts.BinDir, "kubemedic-diag"), "capture", "--root="+root.Dir, "--no-chroot",
+	cmd := exec.CommandContext(ctx, filepath.Join(w.opts.BinDir, "kubemedic-diag"), "capture", "--root="+root.Dir, "--no-chroot", "--kmsg="+rootKmsg,
 		"--termination-log="+term, "--bug-report-timeout=10s")
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()

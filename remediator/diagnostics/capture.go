@@ -168,6 +168,9 @@ func runPart(ctx context.Context, p Part, root host.Root, dir string, noChroot b
 	res.Command = p.Command
 	path, hostTool, err := lookCommand(p.Command[0], root)
 	chroot := hostTool && root.Path("/") != "/" && !noChroot
+	if hostTool && !chroot {
+		path = root.Path(path)
+	}
 	if err != nil {
 		if p.Optional {
 			res.Skipped = err.Error()
@@ -333,6 +336,11 @@ func XidLines(kmsg string) func(context.Context, host.Root, io.Writer) error {
 func DirFiles(dir string) func(context.Context, host.Root, io.Writer) error {
 	return func(ctx context.Context, root host.Root, w io.Writer) error {
 		base := root.Path(dir)
+		if _, err := os.Stat(base); errors.Is(err, os.ErrNotExist) {
+			// A fact about the node, not a failure of the capture.
+			_, err := fmt.Fprintf(w, "%s does not exist: the detectors have written no state on this node\n", dir)
+			return err
+		}
 		return filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -354,19 +362,25 @@ func DirFiles(dir string) func(context.Context, host.Root, io.Writer) error {
 	}
 }
 
+// DefaultKmsg is the kernel log a capture reads.
+const DefaultKmsg = "/dev/kmsg"
+
 // DefaultParts are what collect-gpu-diagnostics takes, with the issue's
 // timeouts: nvidia-bug-report.sh under a hard timeout (it hangs on a lost
 // GPU), nvidia-smi -q, the kernel log's Xid lines and its last 4 MiB, the
 // kubelet's and containerd's journal of the last two hours, lspci for
 // NVIDIA devices, the detectors' state, and dcgmi diag -r 1 where DCGM is.
-func DefaultParts(bugReportTimeout time.Duration) []Part {
+//
+// kmsg is the kernel log under the root: /dev/kmsg, or a file of kmsg
+// records or dmesg lines (DefaultKmsg).
+func DefaultParts(bugReportTimeout time.Duration, kmsg string) []Part {
 	return []Part{
 		{Name: "gpu-list", File: "nvidia-smi-gpus.csv", Timeout: 30 * time.Second, MaxBytes: 64 << 10,
 			Command: []string{"nvidia-smi", "--query-gpu=index,pci.bus_id,uuid,serial", "--format=csv,noheader"}},
 		{Name: "nvidia-smi-q", File: "nvidia-smi-q.txt", Timeout: time.Minute, MaxBytes: 8 << 20,
 			Command: []string{"nvidia-smi", "-q"}},
-		{Name: "xid-lines", File: "xid.log", Timeout: 30 * time.Second, MaxBytes: 4 << 20, Collect: XidLines("/dev/kmsg")},
-		{Name: "kernel-log", File: "kmsg.log", Timeout: 30 * time.Second, MaxBytes: 4 << 20, Collect: KernelLogTail("/dev/kmsg", 4<<20)},
+		{Name: "xid-lines", File: "xid.log", Timeout: 30 * time.Second, MaxBytes: 4 << 20, Collect: XidLines(kmsg)},
+		{Name: "kernel-log", File: "kmsg.log", Timeout: 30 * time.Second, MaxBytes: 4 << 20, Collect: KernelLogTail(kmsg, 4<<20)},
 		{Name: "detect-state", File: "kubemedic-detect-state.txt", Timeout: 10 * time.Second, MaxBytes: 4 << 20, Collect: DirFiles("/var/lib/kubemedic/detect")},
 		{Name: "lspci", File: "lspci.txt", Timeout: 30 * time.Second, MaxBytes: 4 << 20, Optional: true,
 			Command: []string{"lspci", "-vvv", "-d", "10de:"}},

@@ -65,6 +65,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	operation := fs.String("operation", getenv(EnvOperation), "NodeOperation name ($"+EnvOperation+")")
 	bugReport := fs.Duration("bug-report-timeout", DefaultBugReportTimeout, "hard bound on nvidia-bug-report.sh")
 	termLog := fs.String("termination-log", "/dev/termination-log", "where the report for the remediator is written")
+	kmsg := fs.String("kmsg", DefaultKmsg, "the kernel log under --root: /dev/kmsg, or a file of kmsg records or dmesg lines")
 	noChroot := fs.Bool("no-chroot", false, "run the host's tools found under --root without chrooting into it (a --root of fakes: tests and the demo)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -118,7 +119,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 		fmt.Fprintf(stderr, "kubemedic-diag capture: --node and --operation (or $%s and $%s) are required\n", EnvNode, EnvOperation)
 		return 2
 	}
-	c := &Capture{Root: host.Root(*root), Node: *node, Operation: *operation, Parts: DefaultParts(*bugReport), Spool: *spool, Now: time.Now, NoChroot: *noChroot}
+	c := &Capture{Root: host.Root(*root), Node: *node, Operation: *operation, Parts: DefaultParts(*bugReport, *kmsg), Spool: *spool, Now: time.Now, NoChroot: *noChroot}
 	if t := getenv(EnvTriggerType); t != "" {
 		c.Trigger = &Trigger{Type: t, Reason: getenv(EnvTriggerReason), Message: getenv(EnvTriggerMsg)}
 	}
