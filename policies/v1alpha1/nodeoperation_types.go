@@ -244,6 +244,11 @@ type DiagnosticsStatus struct {
 	// Bundle is the captured bundle, when there is one.
 	// +optional
 	Bundle *DiagnosticsBundle `json:"bundle,omitempty"`
+	// Cluster is the remediator's must-gather of what the API server knew
+	// when the capture started: the Node, its Events, its NodeOperations
+	// and the logs of the GPU Operator's pods on it.
+	// +optional
+	Cluster *DiagnosticsBundle `json:"cluster,omitempty"`
 }
 
 // DiagnosticsBundle is one capture's .tar.gz in the diagnostics store.

@@ -53,6 +53,9 @@ type OperationReconciler struct {
 	// Diagnostics says where capture pods put their bundles; nil: no
 	// store, bundles stay in the nodes' spools.
 	Diagnostics *DiagnosticsOptions
+	// Logs reads the GPU Operator's pods' logs for the must-gather; nil:
+	// none.
+	Logs PodLogs
 
 	ledger *ledger
 	// owners tells the owners of the pods a drain stops; nil: nobody is told.
@@ -333,6 +336,9 @@ func (r *OperationReconciler) effect(ctx context.Context, st *step, t *plan.Tran
 		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, fmt.Errorf("create capture pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
+		// What the API server knows, at the same moment as the node's
+		// capture.
+		r.mustGather(ctx, op, t, st.in.Now)
 	case plan.EffectDeleteCapturePod:
 		pod := st.in.CapturePod
 		if err := r.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -110,6 +111,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("set up the evictor: %w", err)
 	}
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("set up the log reader: %w", err)
+	}
+	logs := ClientsetLogs{Clientset: cs}
 	owners, err := setupOwnerNotifier(ctx, mgr, opts, m)
 	if err != nil {
 		return err
@@ -129,7 +135,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		DRA:      dra,
 		Drainer:  evictor,
 		Client:   c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,
-		Namespace: opts.Namespace, Retention: opts.Retention, Diagnostics: opts.Diagnostics,
+		Namespace: opts.Namespace, Retention: opts.Retention, Diagnostics: opts.Diagnostics, Logs: logs,
 		ledger: &ledger{client: c, reader: mgr.GetAPIReader(), namespace: opts.Namespace},
 		owners: owners,
 	}

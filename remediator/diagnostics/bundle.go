@@ -184,13 +184,7 @@ func writeBundle(m *Manifest, dir, spool, key string) (Spooled, error) {
 	gz := gzip.NewWriter(io.MultiWriter(f, h))
 	tw := tar.NewWriter(gz)
 	prefix := strings.TrimSuffix(filepath.Base(key), bundleExt) + "/"
-	add := func(name string, size int64, r io.Reader) error {
-		if err := tw.WriteHeader(&tar.Header{Name: prefix + name, Mode: 0o644, Size: size, ModTime: m.Created, Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err := io.Copy(tw, r)
-		return err
-	}
+	add := func(name string, size int64, r io.Reader) error { return addTar(tw, prefix+name, m.Created, size, r) }
 	werr := add(ManifestFile, int64(len(mb)), strings.NewReader(string(mb)))
 	for _, fl := range m.Files {
 		if werr != nil {
@@ -225,6 +219,15 @@ func writeBundle(m *Manifest, dir, spool, key string) (Spooled, error) {
 	}
 	syncDir(spool)
 	return sp, nil
+}
+
+// addTar adds one regular file to a bundle.
+func addTar(tw *tar.Writer, name string, mod time.Time, size int64, r io.Reader) error {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, ModTime: mod, Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	_, err := io.Copy(tw, r)
+	return err
 }
 
 func writeFileSync(path string, b []byte) error {

@@ -78,7 +78,7 @@ func TestCaptureMakesOneBundle(t *testing.T) {
 	spool := t.TempDir()
 	c := &Capture{Root: root, Node: "gpu-node-002", Operation: "gpu-xid-reset.gpu-node-002.abc-0", Spool: spool,
 		Trigger: &Trigger{Type: "GPUXidError", Reason: "KubemedicDetect", Message: "XidResetRequired: Xid 46 on 0000:18:00.0"},
-		Parts:   DefaultParts(10 * time.Second, DefaultKmsg), Now: func() time.Time { return time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC) }}
+		Parts:   DefaultParts(10*time.Second, DefaultKmsg), Now: func() time.Time { return time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC) }}
 	m, sp, err := c.Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, "gpu-node-002/gpu-xid-reset.gpu-node-002.abc-0.tar.gz", sp.Key)
@@ -177,7 +177,7 @@ echo "bug report" | gzip > "$out.gz"
 echo "nvidia-bug-report.sh: wrote $out.gz"
 `), 0o755))
 	dir := t.TempDir()
-	p := DefaultParts(10 * time.Second, DefaultKmsg)[7]
+	p := DefaultParts(10*time.Second, DefaultKmsg)[7]
 	require.Equal(t, "nvidia-bug-report", p.Name)
 	r := runPart(context.Background(), p, root, dir, false)
 	require.False(t, r.Failed(), "%+v", r)

@@ -100,7 +100,7 @@ func TestSpoolKeepsWhatTheStoreHasNotConfirmed(t *testing.T) {
 
 	require.NoError(t, s3.Stop())
 	require.True(t, s3.Down())
-	c := &Capture{Root: root, Node: "gpu-node-001", Operation: "op-a", Parts: DefaultParts(5 * time.Second, DefaultKmsg), Spool: spool, Now: time.Now}
+	c := &Capture{Root: root, Node: "gpu-node-001", Operation: "op-a", Parts: DefaultParts(5*time.Second, DefaultKmsg), Spool: spool, Now: time.Now}
 	m, sp, err := c.Run(ctx)
 	require.NoError(t, err)
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -156,7 +156,7 @@ func TestMainCaptureUploadsAndReports(t *testing.T) {
 	root, _ := fakeNode(t)
 	spool := filepath.Join(string(root), SpoolDir)
 	// An older capture's bundle, left behind while the store was down.
-	old := &Capture{Root: root, Node: "gpu-node-001", Operation: "op-old", Parts: DefaultParts(5 * time.Second, DefaultKmsg)[:1], Spool: spool, Now: time.Now}
+	old := &Capture{Root: root, Node: "gpu-node-001", Operation: "op-old", Parts: DefaultParts(5*time.Second, DefaultKmsg)[:1], Spool: spool, Now: time.Now}
 	_, oldSp, err := old.Run(context.Background())
 	require.NoError(t, err)
 

@@ -90,6 +90,10 @@ func TestRemediatorRBAC(t *testing.T) {
 		verbs("resource.k8s.io", "devicetaintrules", "get", "create", "update", "delete"),
 		verbs("", "events", "create", "patch"),
 		verbs("events.k8s.io", "events", "create", "patch"),
+		// The diagnostics must-gather: the node's Events, the GPU
+		// Operator's pods' logs.
+		verbs("", "events", "list"),
+		verbs("", "pods/log", "get"),
 	)
 	namespaced := slices.Concat(
 		verbs("", "pods", "create"),

@@ -1,7 +1,9 @@
 package remediator_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -110,6 +112,11 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 		Data: map[string][]byte{diagnostics.SecretAccessKey: []byte(s3.AccessKey), diagnostics.SecretSecretKey: []byte(s3.SecretKey)}}))
 	nodes := gpuNodes(t, env, "diag", 2)
 	captured, hung := nodes[0], nodes[1]
+	// The GPU Operator's device plugin on the node: the must-gather keeps
+	// its log (kwok's pods have none to give: the read's error is kept).
+	_, err := env.CreatePod(ctx, localcluster.PodSpec{Namespace: "gpu-operator", Name: "nvidia-device-plugin-daemonset-x", NodeName: captured,
+		Labels: map[string]string{"app": "nvidia-device-plugin-daemonset"}})
+	require.NoError(t, err)
 	createPolicy(t, env, diagPolicy(nodes...))
 
 	rem := newRemediator(t, env)
@@ -184,6 +191,37 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 	require.Equal(t, report.SHA256, b.SHA256)
 	require.NotEmpty(t, b.URL)
 	require.WithinDuration(t, time.Now().Add(time.Hour), b.URLExpires.Time, time.Minute)
+
+	// The remediator's must-gather, taken when the capture started: the
+	// Node, its Events, its NodeOperations, and the device plugin's log
+	// (or why not), in the store beside the node's bundle.
+	cl := d.Cluster
+	require.NotNil(t, cl, "the cluster must-gather")
+	require.Equal(t, captured+"/"+op.Name+"-cluster.tar.gz", cl.Key)
+	require.True(t, cl.Stored)
+	require.Equal(t, []string{"manifest.json", "node.yaml", "events.txt", "nodeoperations.yaml"}, cl.Files[:4])
+	onDisk, err := os.ReadFile(s3.ObjectPath(cl.Key))
+	require.NoError(t, err)
+	cs := sha256.Sum256(onDisk)
+	require.Equal(t, cl.SHA256, hex.EncodeToString(cs[:]))
+	gz, err := gzip.NewReader(bytes.NewReader(onDisk))
+	require.NoError(t, err)
+	files := map[string]string{}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		body, err := io.ReadAll(tr)
+		require.NoError(t, err)
+		files[filepath.Base(h.Name)] = string(body)
+	}
+	require.Contains(t, files["node.yaml"], "name: "+captured)
+	require.Contains(t, files["events.txt"], "OperationCreated", "the node's Events up to the capture")
+	require.Contains(t, files["nodeoperations.yaml"], op.Name)
+	require.Contains(t, files["manifest.json"], "nvidia-device-plugin-daemonset-x", "the device plugin's log, or why it could not be read")
 	resp, err := http.Get(b.URL)
 	require.NoError(t, err)
 	body, err := io.ReadAll(resp.Body)
