@@ -34,6 +34,9 @@ type DiagnosticsOptions struct {
 	// LinkExpiry is how long a presigned link works (at most
 	// diagnostics.MaxLinkExpiry).
 	LinkExpiry time.Duration
+	// SpooledRecheck is how often a bundle left in a node's spool is looked
+	// for in the store; default SpooledRecheck.
+	SpooledRecheck time.Duration
 }
 
 // DefaultLinkExpiry is how long a bundle's link works by default: S3's
@@ -300,4 +303,49 @@ func (r *OperationReconciler) putMustGather(ctx context.Context, m *diagnostics.
 		b.URL, b.URLExpires = u.String(), &exp
 	}
 	return b, nil
+}
+
+// SpooledRecheck is how often a bundle that waits in a node's spool is
+// looked for in the store: the next capture on that node, or a flush,
+// uploads it.
+const SpooledRecheck = time.Minute
+
+// checkSpooled records a bundle the capture left in the node's spool as
+// stored, with its link, once the store holds it with the same size and
+// sha256 (a later capture on the node, or kubemedic-diag flush, uploaded
+// it). It returns when to look again; 0 when there is nothing to wait for.
+func (r *OperationReconciler) checkSpooled(ctx context.Context, op *v1alpha1.NodeOperation) time.Duration {
+	d := op.Status.Diagnostics
+	if d == nil || d.Bundle == nil || d.Bundle.Stored || d.Result == v1alpha1.DiagnosticsCapturing {
+		return 0
+	}
+	if r.Diagnostics == nil || r.Diagnostics.Store.Endpoint == "" {
+		return 0
+	}
+	store, err := r.store(ctx)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "Cannot look for a spooled diagnostics bundle in the store", "key", d.Bundle.Key)
+		return r.spooledRecheck()
+	}
+	ok, err := store.Exists(ctx, d.Bundle.Key, d.Bundle.Size, d.Bundle.SHA256)
+	if err != nil || !ok {
+		if err != nil {
+			log.FromContext(ctx).Error(err, "Cannot look for a spooled diagnostics bundle in the store", "key", d.Bundle.Key)
+		}
+		return r.spooledRecheck()
+	}
+	d.Bundle.Stored = true
+	if u, err := store.Link(ctx, d.Bundle.Key, r.linkExpiry()); err == nil {
+		exp := metav1.NewTime(r.Clock.Now().Add(r.linkExpiry()))
+		d.Bundle.URL, d.Bundle.URLExpires = u.String(), &exp
+	}
+	log.FromContext(ctx).Info("A spooled diagnostics bundle reached the store", "key", d.Bundle.Key)
+	return 0
+}
+
+func (r *OperationReconciler) spooledRecheck() time.Duration {
+	if r.Diagnostics == nil || r.Diagnostics.SpooledRecheck <= 0 {
+		return SpooledRecheck
+	}
+	return r.Diagnostics.SpooledRecheck
 }

@@ -89,6 +89,9 @@ func (r *OperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 
 	out, err := r.advance(ctx, op, node)
+	if !out.deleted && err == nil {
+		out.requeue = shortest(out.requeue, r.checkSpooled(ctx, op))
+	}
 	if !out.deleted && !equality.Semantic.DeepEqual(orig.Status, op.Status) {
 		if perr := r.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); perr != nil {
 			if apierrors.IsNotFound(perr) {

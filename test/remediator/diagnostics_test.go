@@ -260,3 +260,61 @@ func reasonOf(r v1alpha1.DiagnosticsResult) string {
 	}
 	return v1alpha1.ReasonCaptured
 }
+
+// TestSpooledBundleReachesTheStoreLater: the store is down when a capture
+// runs: the bundle stays in the node's spool, the operation says so and
+// the repair goes on; once the store is back and a flush on the node
+// uploads it, the remediator records it as stored, with a link.
+func TestSpooledBundleReachesTheStoreLater(t *testing.T) {
+	env := startCluster(t)
+	s3 := harness.S3(t)
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: opCapture},
+		Spec: v1alpha1.NodeOperationTemplateSpec{Image: "ghcr.io/kubemedic/kubemedic-diag:test", Command: []string{"/ko-app/kubemedic-diag"}}}))
+	require.NoError(t, env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: opNamespace, Name: diagSecret},
+		Data: map[string][]byte{diagnostics.SecretAccessKey: []byte(s3.AccessKey), diagnostics.SecretSecretKey: []byte(s3.SecretKey)}}))
+	node := gpuNodes(t, env, "spool", 1)[0]
+	createPolicy(t, env, diagPolicy(node))
+	rem := newRemediator(t, env)
+	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagnostics.StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+		Secret: diagSecret, LinkExpiry: time.Hour, SpooledRecheck: 500 * time.Millisecond}
+	rem.start()
+	require.NoError(t, s3.Stop())
+	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason,
+		"XidResetRequired: Xid 79 on 0000:3b:00.0: fell off the bus; reset required")
+
+	var op *v1alpha1.NodeOperation
+	var pod corev1.Pod
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ops := opsOnNode(c, env, node)
+		require.Len(c, ops, 1)
+		op = &ops[0]
+		require.Equal(c, v1alpha1.PhaseCapturing, op.Status.Phase, describeOps(env))
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: op.Name + "-diag"}, &pod))
+		require.Equal(c, corev1.PodRunning, pod.Status.Phase)
+	}, 30*time.Second, 200*time.Millisecond)
+	root := fakeHostRoot(t)
+	report := playCapture(t, env, &pod, root)
+	require.False(t, report.Stored, "the store is down")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		o := getOp(t, env, op.Name)
+		require.NotEqual(c, v1alpha1.PhaseCapturing, o.Status.Phase, "the repair goes on")
+		require.NotNil(c, o.Status.Diagnostics.Bundle)
+		require.False(c, o.Status.Diagnostics.Bundle.Stored)
+		require.Empty(c, o.Status.Diagnostics.Bundle.URL)
+	}, 30*time.Second, 200*time.Millisecond)
+	require.Nil(t, getOp(t, env, op.Name).Status.Diagnostics.Cluster, "no must-gather while the store is down")
+
+	// The store is back; a flush on the node uploads the spool.
+	require.NoError(t, s3.Start(ctx))
+	var out, errOut bytes.Buffer
+	env2 := map[string]string{diagnostics.EnvEndpoint: s3.Endpoint, diagnostics.EnvBucket: s3.Bucket, diagnostics.EnvInsecure: "true",
+		diagnostics.EnvAccessKey: s3.AccessKey, diagnostics.EnvSecretKey: s3.SecretKey}
+	require.Equal(t, 0, diagnostics.Main([]string{"flush", "--root=" + root}, &out, &errOut, func(k string) string { return env2[k] }), errOut.String())
+	require.Contains(t, out.String(), "stored "+report.Key)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		b := getOp(t, env, op.Name).Status.Diagnostics.Bundle
+		require.True(c, b.Stored, "recorded as stored once the store holds it")
+		require.NotEmpty(c, b.URL)
+	}, 15*time.Second, 200*time.Millisecond)
+}
