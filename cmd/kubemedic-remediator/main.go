@@ -52,6 +52,7 @@ func main() {
 	fs.BoolVar(&dg.Store.Insecure, "diagnostics-insecure", false, "plain HTTP to the store (one inside the cluster without TLS)")
 	fs.StringVar(&dg.Secret, "diagnostics-secret", "kubemedic-diagnostics", "Secret in --namespace with the store's "+diagnostics.SecretAccessKey+" and "+diagnostics.SecretSecretKey)
 	fs.DurationVar(&dg.LinkExpiry, "diagnostics-link-expiry", controller.DefaultLinkExpiry, "how long a bundle's presigned link works (at most 168h)")
+	fs.DurationVar(&dg.Retention, "diagnostics-retention", diagnostics.DefaultRetention, "bundles older than this are deleted from the store, but for those of nodes still quarantined")
 	// controller-runtime registers --kubeconfig on flag.CommandLine.
 	flag.Parse()
 	if dg.LinkExpiry <= 0 || dg.LinkExpiry > diagnostics.MaxLinkExpiry {

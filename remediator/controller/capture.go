@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -37,6 +38,13 @@ type DiagnosticsOptions struct {
 	// SpooledRecheck is how often a bundle left in a node's spool is looked
 	// for in the store; default SpooledRecheck.
 	SpooledRecheck time.Duration
+	// Retention is how long bundles are kept, but for those of nodes still
+	// quarantined; default diagnostics.DefaultRetention.
+	Retention time.Duration
+	// SweepEvery is how often the store is swept of bundles past their
+	// retention, the first time after it too; default RetentionSweep (the
+	// first sweep a minute after the start).
+	SweepEvery time.Duration
 }
 
 // DefaultLinkExpiry is how long a bundle's link works by default: S3's
@@ -348,4 +356,69 @@ func (r *OperationReconciler) spooledRecheck() time.Duration {
 		return SpooledRecheck
 	}
 	return r.Diagnostics.SpooledRecheck
+}
+
+// RetentionSweep is how often the store is swept of bundles past their
+// retention.
+const RetentionSweep = time.Hour
+
+// sweepLoop deletes bundles older than the retention, every RetentionSweep
+// from a minute after the start, on the leader only (a manager runnable
+// that does not say otherwise runs on the leader).
+func (r *OperationReconciler) sweepLoop(ctx context.Context) error {
+	wait, every := time.Minute, RetentionSweep
+	if d := r.Diagnostics; d != nil && d.SweepEvery > 0 {
+		wait, every = d.SweepEvery, d.SweepEvery
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = every
+		if err := r.sweep(ctx); err != nil && ctx.Err() == nil {
+			log.FromContext(ctx).Error(err, "Sweeping the diagnostics store failed; trying again later")
+		}
+	}
+}
+
+// sweep deletes the bundles older than the retention, but for those of
+// nodes still quarantined: the evidence of an RMA in progress.
+func (r *OperationReconciler) sweep(ctx context.Context) error {
+	o := r.Diagnostics
+	if o == nil || o.Store.Endpoint == "" {
+		return nil
+	}
+	retention := o.Retention
+	if retention <= 0 {
+		retention = diagnostics.DefaultRetention
+	}
+	store, err := r.store(ctx)
+	if err != nil {
+		return err
+	}
+	objs, err := store.List(ctx, "")
+	if err != nil {
+		return err
+	}
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	quarantined := map[string]bool{}
+	for i := range nodes.Items {
+		if plan.Quarantined(&nodes.Items[i]) {
+			quarantined[nodes.Items[i].Name] = true
+		}
+	}
+	var errs []error
+	for _, key := range diagnostics.Expired(objs, r.Clock.Now(), retention, func(n string) bool { return quarantined[n] }) {
+		if err := store.Delete(ctx, key); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		log.FromContext(ctx).Info("Deleted a diagnostics bundle past its retention", "key", key, "retention", retention)
+	}
+	return errors.Join(errs...)
 }

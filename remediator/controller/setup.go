@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -169,6 +170,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 		if err := stackhealth.Setup(mgr, sh); err != nil {
 			return err
+		}
+	}
+	if d := opts.Diagnostics; d != nil && d.Store.Endpoint != "" {
+		if err := mgr.Add(manager.RunnableFunc(or.sweepLoop)); err != nil {
+			return fmt.Errorf("set up the diagnostics retention: %w", err)
 		}
 	}
 	log.FromContext(ctx).Info("Controllers set up", "namespace", opts.Namespace, "retention", opts.Retention)

@@ -318,3 +318,46 @@ func TestSpooledBundleReachesTheStoreLater(t *testing.T) {
 		require.NotEmpty(c, b.URL)
 	}, 15*time.Second, 200*time.Millisecond)
 }
+
+// TestDiagnosticsRetention: the remediator deletes bundles older than the
+// retention from the store, but keeps those of a node still quarantined.
+func TestDiagnosticsRetention(t *testing.T) {
+	env := startCluster(t)
+	s3 := harness.S3(t)
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: opNamespace, Name: diagSecret},
+		Data: map[string][]byte{diagnostics.SecretAccessKey: []byte(s3.AccessKey), diagnostics.SecretSecretKey: []byte(s3.SecretKey)}}))
+	nodes := gpuNodes(t, env, "keep", 2)
+	healthy, quarantined := nodes[0], nodes[1]
+	n := getNode(t, env, quarantined)
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintQuarantined, Effect: corev1.TaintEffectNoSchedule})
+	require.NoError(t, env.Client.Update(ctx, n))
+
+	store, err := diagnostics.NewStore(diagnostics.StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+		diagnostics.Credentials{AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
+	require.NoError(t, err)
+	body := []byte("evidence")
+	s := sha256.Sum256(body)
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	for _, key := range []string{healthy + "/old.tar.gz", healthy + "/new.tar.gz", quarantined + "/old.tar.gz"} {
+		require.NoError(t, store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), hex.EncodeToString(s[:])))
+		if strings.HasSuffix(key, "old.tar.gz") {
+			// The posix backend's LastModified is the file's.
+			require.NoError(t, os.Chtimes(s3.ObjectPath(key), old, old))
+		}
+	}
+	rem := newRemediator(t, env)
+	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagnostics.StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+		Secret: diagSecret, Retention: 30 * 24 * time.Hour, SweepEvery: 500 * time.Millisecond}
+	rem.start()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		objs, err := store.List(ctx, "")
+		require.NoError(c, err)
+		var keys []string
+		for _, o := range objs {
+			keys = append(keys, o.Key)
+		}
+		require.ElementsMatch(c, []string{healthy + "/new.tar.gz", quarantined + "/old.tar.gz"}, keys,
+			"the old bundle of a healthy node is gone; a quarantined node's is kept")
+	}, 15*time.Second, 200*time.Millisecond)
+}

@@ -1,0 +1,34 @@
+package diagnostics
+
+import (
+	"sort"
+	"strings"
+	"time"
+)
+
+// DefaultRetention is how long bundles are kept.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// NodeOf is the node a bundle's key names: its first path segment.
+func NodeOf(key string) string {
+	node, _, _ := strings.Cut(key, "/")
+	return node
+}
+
+// Expired returns the keys of the objects older than retention at now,
+// sorted, but for those of nodes keep says to keep (a node still
+// quarantined: its bundles are the evidence of an RMA in progress).
+func Expired(objs []Object, now time.Time, retention time.Duration, keep func(node string) bool) []string {
+	var out []string
+	for _, o := range objs {
+		if now.Sub(o.LastModified) <= retention {
+			continue
+		}
+		if keep != nil && keep(NodeOf(o.Key)) {
+			continue
+		}
+		out = append(out, o.Key)
+	}
+	sort.Strings(out)
+	return out
+}
