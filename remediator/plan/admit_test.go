@@ -422,6 +422,7 @@ func TestRunning(t *testing.T) {
 		{phase: v1alpha1.PhaseWaitingForBudget, want: false},
 		{phase: v1alpha1.PhaseWaitingForBudget, reserved: true, want: true},
 		{phase: v1alpha1.PhaseCordoning, want: true},
+		{phase: v1alpha1.PhaseCapturing, want: true},
 		{phase: v1alpha1.PhaseDraining, want: true},
 		{phase: v1alpha1.PhaseRunning, want: true},
 		{phase: v1alpha1.PhaseVerifying, want: true},
