@@ -187,6 +187,9 @@ type statusInput struct {
 	Policies []v1alpha1.RemediationPolicy
 	// Pods are metadata only: the notice lives in an annotation.
 	Pods []metav1.PartialObjectMetadata
+	// OpsErr is why Ops could not be read where they are extra evidence
+	// (status --hardware's bundles).
+	OpsErr error
 }
 
 // phaseOrder is the lifecycle order of the active phases.

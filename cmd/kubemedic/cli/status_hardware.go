@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,11 +77,26 @@ type GPUHardware struct {
 	// there are none.
 	LastFault     *HardwareFault     `json:"lastFault,omitempty"`
 	LastOperation *HardwareOperation `json:"lastOperation,omitempty"`
+	// Bundles are the diagnostics bundles kubemedic kept before repairing
+	// this GPU (operations whose status names it; the node-wide row has
+	// those that name none), oldest first: the evidence for an RMA ticket.
+	Bundles []HardwareBundle `json:"bundles,omitempty"`
 	// Notes is what more is known about the GPU: for an unreadable
 	// history, the parse error naming the node and the annotation; else its
 	// memory banks without spare rows, as the gpu-memory check reports them
 	// in the node's GPUMemoryUnhealthy message. Empty otherwise.
 	Notes string `json:"notes"`
+}
+
+// HardwareBundle is one diagnostics bundle: `kubemedic diag get
+// <operation>` downloads it.
+type HardwareBundle struct {
+	Operation string      `json:"operation"`
+	Time      metav1.Time `json:"time"`
+	Key       string      `json:"key"`
+	SHA256    string      `json:"sha256"`
+	// Stored: in the store; false: still in the node's spool.
+	Stored bool `json:"stored"`
 }
 
 // HardwareFault is a fault entry of the history.
@@ -118,6 +134,9 @@ type HardwareOperation struct {
 func buildHardware(in statusInput, window time.Duration, now time.Time) Hardware {
 	hw := Hardware{Time: metav1.NewTime(now.UTC().Truncate(time.Second)), Server: in.Server,
 		Window: metav1.Duration{Duration: window}, Attention: []string{}, GPUs: []GPUHardware{}}
+	if in.OpsErr != nil {
+		hw.Attention = append(hw.Attention, "diagnostics bundles unknown: "+in.OpsErr.Error())
+	}
 	nodes := slices.Clone(in.Nodes)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for i := range nodes {
@@ -159,6 +178,7 @@ func buildHardware(in statusInput, window time.Duration, now time.Time) Hardware
 				g.LastOperation = &HardwareOperation{Time: metav1.NewTime(e.Time), Name: o.Name, Policy: o.Policy, Step: o.Step,
 					Operation: o.Operation, Outcome: o.Outcome}
 			}
+			g.Bundles = bundlesOf(in.Ops, n.Name, g)
 			if !noted && (spare.UUID != "" && g.UUID == spare.UUID || spare.UUID == "" && g.Bus == spare.Bus) {
 				g.Notes, noted = spareRowsNote(spare), true
 			}
@@ -177,6 +197,53 @@ func buildHardware(in statusInput, window time.Duration, now time.Time) Hardware
 			cmp.Compare(a.Node, b.Node))
 	})
 	return hw
+}
+
+// bundlesOf are the node's bundles of operations on g: those whose GPU
+// is g's (by UUID, else bus ID), or for the node-wide row those that name
+// no GPU; oldest first.
+func bundlesOf(ops []v1alpha1.NodeOperation, node string, g GPUHardware) []HardwareBundle {
+	var out []HardwareBundle
+	for i := range ops {
+		op := &ops[i]
+		d := op.Status.Diagnostics
+		if op.Spec.NodeName != node || d == nil || d.Bundle == nil {
+			continue
+		}
+		t := op.Status.GPU
+		switch {
+		case g.GPU == GPUNodeWide:
+			if t != nil && (t.UUID != "" || t.BusID != "") {
+				continue
+			}
+		case t == nil:
+			continue
+		case g.UUID != "" && t.UUID != "":
+			if !strings.EqualFold(t.UUID, g.UUID) {
+				continue
+			}
+		case t.BusID == "" || !strings.EqualFold(t.BusID, g.Bus):
+			continue
+		}
+		b := HardwareBundle{Operation: op.Name, Key: d.Bundle.Key, SHA256: d.Bundle.SHA256, Stored: d.Bundle.Stored}
+		if d.CompletionTime != nil {
+			b.Time = *d.CompletionTime
+		}
+		out = append(out, b)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(&out[j].Time) })
+	return out
+}
+
+// evidence is the table's EVIDENCE cell: how many bundles, and the newest.
+func evidence(bs []HardwareBundle) string {
+	switch len(bs) {
+	case 0:
+		return "-"
+	case 1:
+		return "1 bundle: " + bs[0].Operation
+	}
+	return fmt.Sprintf("%d bundles, newest: %s", len(bs), bs[len(bs)-1].Operation)
 }
 
 // spareRowsOf reads the gpu-memory check's note of banks without spare
@@ -237,6 +304,14 @@ func readHardware(ctx context.Context, c client.Reader, host string) (statusInpu
 		return in, fmt.Errorf("%s: %w", host, listError("nodes", err))
 	}
 	in.Nodes = nl.Items
+	var ops v1alpha1.NodeOperationList
+	if err := c.List(ctx, &ops); err != nil {
+		// The bundles are extra evidence: without them the RMA list still
+		// stands, and says the bundles are unknown.
+		in.OpsErr = fmt.Errorf("%s: %w", host, listError("nodeoperations", err))
+		return in, nil
+	}
+	in.Ops = ops.Items
 	return in, nil
 }
 
@@ -279,10 +354,10 @@ func printHardware(w io.Writer, hw Hardware) {
 	}
 	fmt.Fprintf(w, "\nGPU history (%d rows, %d nodes), worst first: failures in the last %s, then faults\n", len(hw.GPUs), len(nodes), win)
 	tw := newTable(w)
-	fmt.Fprintf(tw, "  NODE\tGPU\tBUS\tQUARANTINED\tFAULTS\tFAILURES/%s\tLAST FAULT\tLAST OPERATION\tNOTES\n", win)
+	fmt.Fprintf(tw, "  NODE\tGPU\tBUS\tQUARANTINED\tFAULTS\tFAILURES/%s\tLAST FAULT\tLAST OPERATION\tEVIDENCE\tNOTES\n", win)
 	for _, g := range hw.GPUs {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", g.Node, g.GPU, dash(g.Bus), yesNo(g.Quarantined), g.Faults, g.FailuresInWindow,
-			lastFault(now, g.LastFault), lastOperation(now, g.LastOperation), dash(cut(g.Notes, statusMessageWidth)))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", g.Node, g.GPU, dash(g.Bus), yesNo(g.Quarantined), g.Faults, g.FailuresInWindow,
+			lastFault(now, g.LastFault), lastOperation(now, g.LastOperation), evidence(g.Bundles), dash(cut(g.Notes, statusMessageWidth)))
 	}
 	_ = tw.Flush()
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,7 +125,25 @@ func hardwareFleet(t *testing.T) statusInput {
 			opDone(170*time.Minute, bus3b, gpuA, "xid.gpu-a-1", "reset-gpu", gpuhistory.Failed),
 			xidFault(2*time.Hour, bus3b, gpuA, 79),
 			opDone(time.Hour, "", "", "xid.gpu-a-2", "reboot", gpuhistory.Failed))),
+	}, Ops: []v1alpha1.NodeOperation{
+		captureOp("xid.gpu-a-1", "gpu-a", &v1alpha1.GPUTarget{UUID: gpuA, BusID: bus3b}, 171*time.Minute),
+		captureOp("xid.gpu-a-2", "gpu-a", nil, 61*time.Minute),
+		captureOp("xid.gpu-a-3", "gpu-a", &v1alpha1.GPUTarget{UUID: gpuA, BusID: bus3b}, 30*time.Minute),
+		captureOp("xid.gpu-b-0", "gpu-b", &v1alpha1.GPUTarget{UUID: gpuA, BusID: bus3b}, 30*time.Minute),
 	}}
+}
+
+// hwBundle is captureOp's bundle as the RMA list shows it.
+func hwBundle(node, name string, ago time.Duration) HardwareBundle {
+	return HardwareBundle{Operation: name, Time: metav1.NewTime(statusNow.Add(-ago)), Key: node + "/" + name + ".tar.gz", SHA256: strings.Repeat("ab", 32), Stored: true}
+}
+
+// captureOp is an operation on node whose capture, ago, left a bundle.
+func captureOp(name, node string, gpu *v1alpha1.GPUTarget, ago time.Duration) v1alpha1.NodeOperation {
+	done := metav1.NewTime(statusNow.Add(-ago))
+	return v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.NodeOperationSpec{NodeName: node},
+		Status: v1alpha1.NodeOperationStatus{GPU: gpu, Diagnostics: &v1alpha1.DiagnosticsStatus{Result: v1alpha1.DiagnosticsCaptured, CompletionTime: &done,
+			Bundle: &v1alpha1.DiagnosticsBundle{Key: node + "/" + name + ".tar.gz", SHA256: strings.Repeat("ab", 32), Stored: true}}}}
 }
 
 const badHistoryNote = `node gpu-c: unreadable GPU history: decode kubemedic.io/gpu-history: parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006"`
@@ -226,10 +245,12 @@ func TestBuildHardware(t *testing.T) {
 			hw.GPUs = []GPUHardware{
 				{Node: "gpu-c", GPU: GPUUnreadable, Notes: badHistoryNote},
 				{Node: "gpu-a", GPU: gpuA, UUID: gpuA, Bus: bus3b, Quarantined: true, Faults: 3, FailuresInWindow: 3, LastFault: hwXid(2*time.Hour, 79),
-					LastOperation: hwOp(170*time.Minute, "xid.gpu-a-1", "reset-gpu", gpuhistory.Failed)},
+					LastOperation: hwOp(170*time.Minute, "xid.gpu-a-1", "reset-gpu", gpuhistory.Failed),
+					Bundles:       []HardwareBundle{hwBundle("gpu-a", "xid.gpu-a-1", 171*time.Minute), hwBundle("gpu-a", "xid.gpu-a-3", 30*time.Minute)}},
 				{Node: "gpu-b", GPU: gpuC, UUID: gpuC, Bus: busAf, Faults: 2, FailuresInWindow: 2, LastFault: hwXid(time.Hour, 48)},
 				{Node: "gpu-b", GPU: bus18, Bus: bus18, Faults: 1, FailuresInWindow: 1, LastFault: hwXid(5*time.Hour, 31)},
-				{Node: "gpu-a", GPU: GPUNodeWide, Quarantined: true, FailuresInWindow: 1, LastOperation: hwOp(time.Hour, "xid.gpu-a-2", "reboot", gpuhistory.Failed)},
+				{Node: "gpu-a", GPU: GPUNodeWide, Quarantined: true, FailuresInWindow: 1, LastOperation: hwOp(time.Hour, "xid.gpu-a-2", "reboot", gpuhistory.Failed),
+					Bundles: []HardwareBundle{hwBundle("gpu-a", "xid.gpu-a-2", 61*time.Minute)}},
 				{Node: "gpu-a", GPU: gpuB, UUID: gpuB, Bus: bus86, Quarantined: true, Faults: 1,
 					LastFault:     &HardwareFault{Time: hwTime(40 * time.Hour), Condition: v1alpha1.ConditionGPUMemoryUnhealthy, Reason: v1alpha1.ReasonRowRemapPending, ECC: "VolatileDBE"},
 					LastOperation: hwOp(39*time.Hour, "xid.gpu-a-0", "reset-gpu", gpuhistory.Succeeded)},
@@ -288,13 +309,13 @@ ATTENTION (1):
   node gpu-c: unreadable GPU history: decode kubemedic.io/gpu-history: parsing time "yesterday" as "2006-01-02T15:04:05...
 
 GPU history (6 rows, 3 nodes), worst first: failures in the last 24h, then faults
-  NODE   GPU                                       BUS           QUARANTINED  FAULTS  FAILURES/24h  LAST FAULT                                                   LAST OPERATION                              NOTES
-  gpu-c  ?                                         -             no           0       0             -                                                            -                                           node gpu-c: unreadable GPU history: decode kubemedic.io/g...
-  gpu-a  GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b  0000:3b:00.0  yes          3       3             GPUXidError/XidResetRequired Xid 79, 120m ago                reset-gpu Failed (xid.gpu-a-1), 170m ago    -
-  gpu-b  GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee  0000:af:00.0  no           2       2             GPUXidError/XidResetRequired Xid 48, 60m ago                 -                                           -
-  gpu-b  0000:18:00.0                              0000:18:00.0  no           1       1             GPUXidError/XidResetRequired Xid 31, 5h ago                  -                                           -
-  gpu-a  node                                      -             yes          0       1             -                                                            reboot Failed (xid.gpu-a-2), 60m ago        -
-  gpu-a  GPU-11111111-2222-3333-4444-555555555555  0000:86:00.0  yes          1       0             GPUMemoryUnhealthy/RowRemapPending ECC VolatileDBE, 40h ago  reset-gpu Succeeded (xid.gpu-a-0), 39h ago  -
+  NODE   GPU                                       BUS           QUARANTINED  FAULTS  FAILURES/24h  LAST FAULT                                                   LAST OPERATION                              EVIDENCE                        NOTES
+  gpu-c  ?                                         -             no           0       0             -                                                            -                                           -                               node gpu-c: unreadable GPU history: decode kubemedic.io/g...
+  gpu-a  GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b  0000:3b:00.0  yes          3       3             GPUXidError/XidResetRequired Xid 79, 120m ago                reset-gpu Failed (xid.gpu-a-1), 170m ago    2 bundles, newest: xid.gpu-a-3  -
+  gpu-b  GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee  0000:af:00.0  no           2       2             GPUXidError/XidResetRequired Xid 48, 60m ago                 -                                           -                               -
+  gpu-b  0000:18:00.0                              0000:18:00.0  no           1       1             GPUXidError/XidResetRequired Xid 31, 5h ago                  -                                           -                               -
+  gpu-a  node                                      -             yes          0       1             -                                                            reboot Failed (xid.gpu-a-2), 60m ago        1 bundle: xid.gpu-a-2           -
+  gpu-a  GPU-11111111-2222-3333-4444-555555555555  0000:86:00.0  yes          1       0             GPUMemoryUnhealthy/RowRemapPending ECC VolatileDBE, 40h ago  reset-gpu Succeeded (xid.gpu-a-0), 39h ago  -                               -
 `
 
 func TestPrintHardware(t *testing.T) {
@@ -319,8 +340,8 @@ func TestPrintHardware(t *testing.T) {
 			LastFault: &HardwareFault{Time: metav1.NewTime(statusNow.Add(time.Minute)), Condition: v1alpha1.ConditionGPUMemoryUnhealthy, ECC: "RowRemapFailed"}}}
 	}))
 	require.Contains(t, b.String(), "\nGPU history (1 rows, 1 nodes), worst first: failures in the last 7d, then faults\n")
-	require.Contains(t, b.String(), "  NODE   GPU                                       BUS  QUARANTINED  FAULTS  FAILURES/7d  LAST FAULT                                     LAST OPERATION  NOTES\n")
-	require.Contains(t, b.String(), "  gpu-a  "+gpuA+"  -    no           1       1            GPUMemoryUnhealthy ECC RowRemapFailed, in 60s  -               -\n")
+	require.Contains(t, b.String(), "  NODE   GPU                                       BUS  QUARANTINED  FAULTS  FAILURES/7d  LAST FAULT                                     LAST OPERATION  EVIDENCE  NOTES\n")
+	require.Contains(t, b.String(), "  gpu-a  "+gpuA+"  -    no           1       1            GPUMemoryUnhealthy ECC RowRemapFailed, in 60s  -               -         -\n")
 }
 
 // TestHardwareOutputFormats pins the field names of --hardware -o json
@@ -350,7 +371,10 @@ func TestHardwareOutputFormats(t *testing.T) {
 	require.Equal(t, map[string]any{"node": "gpu-a", "gpu": gpuA, "uuid": gpuA, "bus": bus3b, "quarantined": true, "faults": 3.0, "failuresInWindow": 3.0,
 		"lastFault":     map[string]any{"time": "2026-11-21T10:00:00Z", "condition": "GPUXidError", "reason": "XidResetRequired", "xid": 79.0},
 		"lastOperation": map[string]any{"time": "2026-11-21T09:10:00Z", "name": "xid.gpu-a-1", "policy": "xid", "step": 1.0, "operation": "reset-gpu", "outcome": "Failed"},
-		"notes":         ""}, gpus[1])
+		"bundles": []any{
+			map[string]any{"operation": "xid.gpu-a-1", "time": "2026-11-21T09:09:00Z", "key": "gpu-a/xid.gpu-a-1.tar.gz", "sha256": strings.Repeat("ab", 32), "stored": true},
+			map[string]any{"operation": "xid.gpu-a-3", "time": "2026-11-21T11:30:00Z", "key": "gpu-a/xid.gpu-a-3.tar.gz", "sha256": strings.Repeat("ab", 32), "stored": true}},
+		"notes": ""}, gpus[1])
 	require.Equal(t, map[string]any{"time": "2026-11-19T20:00:00Z", "condition": "GPUMemoryUnhealthy", "reason": "RowRemapPending", "ecc": "VolatileDBE"},
 		gpus[5].(map[string]any)["lastFault"])
 
@@ -382,7 +406,7 @@ func TestRunStatusHardwareExitCodes(t *testing.T) {
 		stderr string
 	}{
 		{desc: "histories that parse exit 0, even with a quarantined node and an open breaker", in: fine, code: ExitOK,
-			stdout: "  gpu-a  " + gpuA + "  0000:3b:00.0  yes          1       1             GPUXidError/XidResetRequired Xid 79, 60m ago  -               -\n"},
+			stdout: "  gpu-a  " + gpuA + "  0000:3b:00.0  yes          1       1             GPUXidError/XidResetRequired Xid 79, 60m ago  -               -         -\n"},
 		{desc: "no history exits 0 and says where history comes from", in: func(*testing.T) statusInput { return statusInput{} }, code: ExitOK,
 			stdout: "No node has a GPU history (the kubemedic.io/gpu-history annotation, which the remediator writes).\n"},
 		{desc: "an unreadable history exits 1 and is under attention", in: bad, code: ExitInvalid,
@@ -443,6 +467,8 @@ func TestReadHardware(t *testing.T) {
 	require.Equal(t, "https://x:6443", in.Server)
 	require.Len(t, in.Nodes, 1)
 	require.Equal(t, badHistory, in.Nodes[0].Annotations[gpuhistory.Annotation])
+	require.EqualError(t, in.OpsErr, "https://x:6443: list nodeoperations: forbidden", "the bundles are extra evidence: their read fails soft")
+	require.Contains(t, buildHardware(in, 24*time.Hour, statusNow).Attention, "diagnostics bundles unknown: https://x:6443: list nodeoperations: forbidden")
 
 	c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(&n).WithInterceptorFuncs(forbid(&corev1.NodeList{})).Build()
 	_, err = readHardware(context.Background(), c, "https://x:6443")
