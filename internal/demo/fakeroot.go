@@ -254,13 +254,7 @@ func (r *FakeRoot) LoseGPU(gpu int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lost[gpu] = true
-	if err := r.write(rootSMIECC, r.queryECC(), 0o644); err != nil {
-		return err
-	}
-	if err := r.write(rootSMIQ, r.queryAll(), 0o644); err != nil {
-		return err
-	}
-	return r.write(rootSMIGPUs, r.queryGPU(), 0o644)
+	return r.writeSMI()
 }
 
 // AskRecovery plays a GSP fault after which the driver asks for action on
@@ -277,10 +271,7 @@ func (r *FakeRoot) AskRecovery(gpu int, action gpuaction.Action) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.asks[gpu] = action
-	if err := r.write(rootSMIQ, r.queryAll(), 0o644); err != nil {
-		return err
-	}
-	return r.write(rootSMIGPUs, r.queryGPU(), 0o644)
+	return r.writeSMI()
 }
 
 // ClearRecovery plays a reset of the GPU on bus (any domain width): the
@@ -293,10 +284,20 @@ func (r *FakeRoot) ClearRecovery(bus string) error {
 			delete(r.asks, g.Index)
 		}
 	}
-	if err := r.write(rootSMIQ, r.queryAll(), 0o644); err != nil {
-		return err
+	return r.writeSMI()
+}
+
+// writeSMI rewrites what the fake nvidia-smi answers from the GPUs' state:
+// -q -d ECC, -q and --query-gpu. r.mu is held.
+func (r *FakeRoot) writeSMI() error {
+	for _, f := range []struct{ path, content string }{
+		{rootSMIECC, r.queryECC()}, {rootSMIQ, r.queryAll()}, {rootSMIGPUs, r.queryGPU()},
+	} {
+		if err := r.write(f.path, f.content, 0o644); err != nil {
+			return err
+		}
 	}
-	return r.write(rootSMIGPUs, r.queryGPU(), 0o644)
+	return nil
 }
 
 // SetNFSMounted mounts or unmounts the NFS mount in mountinfo.

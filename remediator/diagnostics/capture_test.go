@@ -1,7 +1,6 @@
 package diagnostics
 
 import (
-	"archive/tar"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 // fakeNode is a host root with a kernel log holding an Xid, a boot ID, the
@@ -48,29 +48,13 @@ esac
 	return host.Root(root), bin
 }
 
-// untar reads a bundle: its file names in order and their contents.
+// untar reads a bundle in the spool: its file names in order, and their
+// contents by base name.
 func untar(t *testing.T, path string) ([]string, map[string][]byte) {
 	t.Helper()
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	require.NoError(t, err)
-	tr := tar.NewReader(gz)
-	var names []string
-	files := map[string][]byte{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		b, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		names = append(names, h.Name)
-		files[h.Name] = b
-	}
-	return names, files
+	return testsupport.Untar(t, b)
 }
 
 func TestCaptureMakesOneBundle(t *testing.T) {
@@ -111,19 +95,19 @@ func TestCaptureMakesOneBundle(t *testing.T) {
 	tarNames, files := untar(t, sp.Path)
 	require.Equal(t, "gpu-xid-reset.gpu-node-002.abc-0/manifest.json", tarNames[0], "the manifest first")
 	var got Manifest
-	require.NoError(t, json.Unmarshal(files[tarNames[0]], &got))
+	require.NoError(t, json.Unmarshal(files["manifest.json"], &got))
 	require.Equal(t, "gpu-node-002", got.Node)
 	require.Equal(t, "GPUXidError", got.Trigger.Type)
 	for _, f := range got.Files {
-		content := files["gpu-xid-reset.gpu-node-002.abc-0/"+f.Name]
+		content := files[f.Name]
 		s := sha256.Sum256(content)
 		require.Equal(t, hex.EncodeToString(s[:]), f.SHA256, f.Name)
 		require.EqualValues(t, len(content), f.Size, f.Name)
 	}
-	require.Equal(t, "3,2,2000,-;NVRM: Xid (PCI:0000:18:00): 46, pid=12345, name=python3, GPU timeout\n", string(files["gpu-xid-reset.gpu-node-002.abc-0/xid.log"]))
-	require.Contains(t, string(files["gpu-xid-reset.gpu-node-002.abc-0/kmsg.log"]), "Linux version 6.8.0")
-	require.Contains(t, string(files["gpu-xid-reset.gpu-node-002.abc-0/nvidia-smi-q.txt"]), "NVIDIA H100 80GB HBM3")
-	require.Contains(t, string(files["gpu-xid-reset.gpu-node-002.abc-0/kubemedic-detect-state.txt"]), "==> /var/lib/kubemedic/detect/xid.json <==")
+	require.Equal(t, "3,2,2000,-;NVRM: Xid (PCI:0000:18:00): 46, pid=12345, name=python3, GPU timeout\n", string(files["xid.log"]))
+	require.Contains(t, string(files["kmsg.log"]), "Linux version 6.8.0")
+	require.Contains(t, string(files["nvidia-smi-q.txt"]), "NVIDIA H100 80GB HBM3")
+	require.Contains(t, string(files["kubemedic-detect-state.txt"]), "==> /var/lib/kubemedic/detect/xid.json <==")
 
 	r := NewReport(m, sp, false, nil, 0)
 	require.Equal(t, v1alpha1.DiagnosticsCaptured, r.Result)

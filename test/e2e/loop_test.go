@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -294,20 +291,7 @@ func download(t *testing.T, link, wantSHA256 string) map[string][]byte {
 	require.NoError(t, err)
 	sum := sha256.Sum256(body)
 	require.Equal(t, wantSHA256, hex.EncodeToString(sum[:]))
-	gz, err := gzip.NewReader(bytes.NewReader(body))
-	require.NoError(t, err)
-	tr := tar.NewReader(gz)
-	files := map[string][]byte{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		b, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		files[filepath.Base(h.Name)] = b
-	}
+	_, files := testsupport.Untar(t, body)
 	return files
 }
 

@@ -1,9 +1,7 @@
 package remediator_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -27,6 +25,7 @@ import (
 	"github.com/kubemedic/kubemedic/remediator/controller"
 	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
 // opCapture is a capture template no kwok stage ends: the test plays its
@@ -204,19 +203,10 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 	require.NoError(t, err)
 	cs := sha256.Sum256(onDisk)
 	require.Equal(t, cl.SHA256, hex.EncodeToString(cs[:]))
-	gz, err := gzip.NewReader(bytes.NewReader(onDisk))
-	require.NoError(t, err)
+	_, raw := testsupport.Untar(t, onDisk)
 	files := map[string]string{}
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		body, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		files[filepath.Base(h.Name)] = string(body)
+	for k, v := range raw {
+		files[k] = string(v)
 	}
 	require.Contains(t, files["node.yaml"], "name: "+captured)
 	require.Contains(t, files["events.txt"], "OperationCreated", "the node's Events up to the capture")

@@ -10,8 +10,12 @@
 package testsupport
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -107,4 +111,31 @@ func ResetGPUBusRegex(t testing.TB) *regexp.Regexp {
 		t.Fatalf("want one GPU_BUS_ID parameter of template reset-gpu in the examples, found %d", len(found))
 	}
 	return regexp.MustCompile(found[0])
+}
+
+// Untar reads a .tar.gz (a diagnostics bundle): its file names in order,
+// and each file's contents by name and by base name.
+func Untar(tb testing.TB, data []byte) (names []string, byBase map[string][]byte) {
+	tb.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		tb.Fatalf("untar: %v", err)
+	}
+	tr := tar.NewReader(gz)
+	byBase = map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return names, byBase
+		}
+		if err != nil {
+			tb.Fatalf("untar: %v", err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			tb.Fatalf("untar %s: %v", h.Name, err)
+		}
+		names = append(names, h.Name)
+		byBase[path.Base(h.Name)] = b
+	}
 }

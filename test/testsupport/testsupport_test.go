@@ -1,11 +1,16 @@
 package testsupport
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestSyncBufferConcurrentWrites(t *testing.T) {
@@ -64,4 +69,20 @@ func TestEventuallyFailsWithDescription(t *testing.T) {
 			t.Errorf("failure %q does not say %q", r.failed, want)
 		}
 	}
+}
+
+func TestUntar(t *testing.T) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, f := range []struct{ name, body string }{{"op/manifest.json", "{}"}, {"op/xid.log", "Xid 46"}} {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg}))
+		_, err := tw.Write([]byte(f.body))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	require.NoError(t, gz.Close())
+	names, files := Untar(t, buf.Bytes())
+	require.Equal(t, []string{"op/manifest.json", "op/xid.log"}, names)
+	require.Equal(t, "Xid 46", string(files["xid.log"]))
 }
