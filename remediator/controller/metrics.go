@@ -20,6 +20,7 @@ type Metrics struct {
 	blocked         *prometheus.CounterVec
 	timeToRemediate *prometheus.HistogramVec
 	notifications   *prometheus.CounterVec
+	captures        *prometheus.CounterVec
 	objects         *objectCollector
 }
 
@@ -51,6 +52,10 @@ func NewMetrics(reader client.Reader) *Metrics {
 			Name: "kubemedic_remediation_notifications_total",
 			Help: "Slack messages to the owners of pods a drain stopped, by result: sent; failed (Slack refused it or did not answer in time; not retried); dropped (the queue was full, or the remediator stopped before sending it).",
 		}, []string{"result"}),
+		captures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_remediation_captures_total",
+			Help: "Diagnostics captures that ended, by policy and result: Captured, Partial (a bundle, some parts failed) or Failed (no bundle; the repair went on unless the capture was required).",
+		}, []string{"policy", "result"}),
 		objects: &objectCollector{reader: reader,
 			operations: prometheus.NewDesc("kubemedic_remediation_operations",
 				"NodeOperations by policy, step and phase.", []string{"policy", "step", "phase"}, nil),
@@ -67,7 +72,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, result := range []string{notificationSent, notificationFailed, notificationDropped} {
 		m.notifications.WithLabelValues(result)
 	}
-	for _, c := range []prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.objects} {
+	for _, c := range []prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.objects} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -385,6 +385,9 @@ func (r *OperationReconciler) metrics(op *v1alpha1.NodeOperation, t plan.Transit
 	if reason := t.Blocked; reason != "" {
 		out = append(out, func() { r.Metrics.blocked.WithLabelValues(policy, reason).Inc() })
 	}
+	if result := t.Captured; result != "" {
+		out = append(out, func() { r.Metrics.captures.WithLabelValues(policy, string(result)).Inc() })
+	}
 	if took := t.Remediated; took > 0 {
 		step := stepLabel(op)
 		out = append(out, func() { r.Metrics.timeToRemediate.WithLabelValues(policy, step).Observe(took.Seconds()) })

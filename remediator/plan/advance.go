@@ -182,6 +182,9 @@ type Transition struct {
 	// Blocked, when set, is the reason to count in the blocked-operations
 	// metric (a limit that newly holds or ends the operation, or DryRun).
 	Blocked string
+	// Captured is how a capture that ended in this step went (for the
+	// captures metric); "" when none ended.
+	Captured v1alpha1.DiagnosticsResult
 	// LinkBundle: the capture's bundle is in the store; the controller
 	// adds a presigned link to Status.Diagnostics.Bundle before it writes.
 	LinkBundle bool
@@ -938,6 +941,7 @@ func (t *transition) captureEnded(result v1alpha1.DiagnosticsResult, msg string,
 		st.FailedParts = st.FailedParts[:32]
 	}
 	st.Message = Truncate(msg, maxMessage)
+	t.Captured = result
 	where := ""
 	if bundle != nil {
 		where = fmt.Sprintf(" %s (%d bytes, sha256 %s)", bundle.Key, bundle.Size, bundle.SHA256)

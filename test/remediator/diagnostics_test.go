@@ -227,6 +227,8 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 		require.Subset(c, eventReasons(c, env, "NodeOperation", op.Name), []string{v1alpha1.EventCaptureStarted, reasonOf(report.Result)})
 	}, 10*time.Second, 200*time.Millisecond)
 
+	require.Equal(t, float64(1), rem.metric("kubemedic_remediation_captures_total", map[string]string{"policy": "gpu-xid-diag", "result": string(report.Result)}))
+
 	// The other node's capture never reports: at its timeout the pod is
 	// deleted, the capture failed, and the repair went on.
 	var hungOp *v1alpha1.NodeOperation
