@@ -81,6 +81,10 @@ type OperationStatus struct {
 	Finished *metav1.Time `json:"finished,omitempty"`
 	Message  string       `json:"message,omitempty"`
 	DryRun   bool         `json:"dryRun,omitempty"`
+	// Diagnostics says that the operation's capture kept a bundle, and
+	// where ("Captured gpu-a/op.tar.gz"), or how it went without one;
+	// empty when the step captures nothing (kubemedic diag get fetches it).
+	Diagnostics string `json:"diagnostics,omitempty"`
 }
 
 // PolicyStatus is one RemediationPolicy as its status last recorded it.
@@ -316,6 +320,15 @@ func operationStatus(op *v1alpha1.NodeOperation) OperationStatus {
 	}
 	if op.Status.Phase.Finished() {
 		o.Finished = op.Status.CompletionTime
+	}
+	if d := op.Status.Diagnostics; d != nil {
+		o.Diagnostics = string(d.Result)
+		if b := d.Bundle; b != nil {
+			o.Diagnostics += " " + b.Key
+			if !b.Stored {
+				o.Diagnostics += " (in the node's spool)"
+			}
+		}
 	}
 	return o
 }

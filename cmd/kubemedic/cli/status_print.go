@@ -54,7 +54,7 @@ func printStatus(w io.Writer, st Status) {
 		tw := newTable(w)
 		fmt.Fprintln(tw, "    NAME\tNODE\tPOLICY/STEP\tAGE\tMESSAGE")
 		for _, o := range g.Operations {
-			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", o.Name, o.Node, policyStep(o), age(now, &o.Created), dash(cut(o.Message, statusMessageWidth)))
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", o.Name, o.Node, policyStep(o), age(now, &o.Created), dash(cut(withDiagnostics(o), statusMessageWidth)))
 		}
 		_ = tw.Flush()
 	}
@@ -111,7 +111,7 @@ func printStatus(w io.Writer, st Status) {
 			if o.Finished != nil {
 				finished = o.Finished.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", o.Name, policyStep(o), o.Phase, finished, dash(cut(o.Message, statusMessageWidth)))
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", o.Name, policyStep(o), o.Phase, finished, dash(cut(withDiagnostics(o), statusMessageWidth)))
 		}
 		_ = tw.Flush()
 	}
@@ -205,4 +205,16 @@ func cut(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-3]) + "..."
+}
+
+// withDiagnostics is the operation's message, led by its capture when it
+// has one: "diagnostics Captured gpu-a/op.tar.gz; waiting for ...".
+func withDiagnostics(o OperationStatus) string {
+	if o.Diagnostics == "" {
+		return o.Message
+	}
+	if o.Message == "" {
+		return "diagnostics " + o.Diagnostics
+	}
+	return "diagnostics " + o.Diagnostics + "; " + o.Message
 }

@@ -463,3 +463,20 @@ func TestStatusOnAPIServer(t *testing.T) {
 	require.Contains(t, out, "ATTENTION (1):\n  node "+healthy+": unreadable GPU history: decode kubemedic.io/gpu-history: ")
 	require.Contains(t, out, "  "+sick+"  "+gpuA+"  0000:3b:00.0  no  ")
 }
+
+// An operation whose capture kept a bundle says so, and where, ahead of
+// its message; one that captured nothing is as before.
+func TestOperationStatusDiagnostics(t *testing.T) {
+	op := v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "xid.gpu-a-0"}, Spec: v1alpha1.NodeOperationSpec{NodeName: "gpu-a"},
+		Status: v1alpha1.NodeOperationStatus{Phase: v1alpha1.PhaseRunning, Message: "waiting for pod"}}
+	require.Empty(t, operationStatus(&op).Diagnostics)
+	require.Equal(t, "waiting for pod", withDiagnostics(operationStatus(&op)))
+	op.Status.Diagnostics = &v1alpha1.DiagnosticsStatus{Result: v1alpha1.DiagnosticsPartial,
+		Bundle: &v1alpha1.DiagnosticsBundle{Key: "gpu-a/xid.gpu-a-0.tar.gz", Stored: true}}
+	require.Equal(t, "diagnostics Partial gpu-a/xid.gpu-a-0.tar.gz; waiting for pod", withDiagnostics(operationStatus(&op)))
+	op.Status.Diagnostics.Bundle.Stored = false
+	require.Equal(t, "Partial gpu-a/xid.gpu-a-0.tar.gz (in the node's spool)", operationStatus(&op).Diagnostics)
+	op.Status.Diagnostics = &v1alpha1.DiagnosticsStatus{Result: v1alpha1.DiagnosticsFailed}
+	op.Status.Message = ""
+	require.Equal(t, "diagnostics Failed", withDiagnostics(operationStatus(&op)))
+}
