@@ -244,12 +244,16 @@ var okReason = map[string]string{
 	v1alpha1.ConditionNetworkInterfaceDown: "InterfacesUp",
 }
 
-// capture plays a capture pod: kubemedic-diag capture on the node's fake
-// root, with the pod's environment (the Secret's keys for its
+// capture plays a capture pod (or a flush pod, from the same template):
+// kubemedic-diag capture (or flush) on the node's fake root, with the pod's environment (the Secret's keys for its
 // secretKeyRefs), as the pod would run it; its report is the pod's
 // termination message. A node without a fake root has no host to capture:
 // its report says so (a failed capture, and the repair goes on).
 func (w *World) capture(ctx context.Context, p *corev1.Pod, root *FakeRoot) (bool, string) {
+	flush := len(p.Spec.Containers[0].Args) > 0 && p.Spec.Containers[0].Args[0] == "flush"
+	if root == nil && flush {
+		return true, "0 bundles stored: simulated node " + p.Spec.NodeName + " has no spool (only the nodes with real NPD have a fake root)"
+	}
 	if root == nil {
 		r := diagnostics.Report{Result: v1alpha1.DiagnosticsFailed, Message: "simulated node " + p.Spec.NodeName + ": no host to capture (only the nodes with real NPD have a fake root)"}
 		return true, string(r.Encode())
@@ -272,8 +276,13 @@ func (w *World) capture(ctx context.Context, p *corev1.Pod, root *FakeRoot) (boo
 	}
 	ctx, cancel := context.WithTimeout(ctx, captureTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(w.opts.BinDir, "kubemedic-diag"), "capture", "--root="+root.Dir, "--no-chroot", "--kmsg="+rootKmsg,
-		"--termination-log="+term, "--bug-report-timeout=10s")
+	// The pod's own subcommand: capture, or flush for a kubemedic diag
+	// flush pod made from the same template.
+	args := []string{"capture", "--root=" + root.Dir, "--no-chroot", "--kmsg=" + rootKmsg, "--termination-log=" + term, "--bug-report-timeout=10s"}
+	if flush {
+		args = []string{"flush", "--root=" + root.Dir, "--termination-log=" + term}
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(w.opts.BinDir, "kubemedic-diag"), args...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	report, rerr := os.ReadFile(term)

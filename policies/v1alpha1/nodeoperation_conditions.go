@@ -122,6 +122,11 @@ const (
 	EventPodCreated = "PodCreated"
 	// EventCaptureStarted: the diagnostics capture pod was created.
 	EventCaptureStarted = "CaptureStarted"
+	// EventDiagnosticsFlushed, on a Node: its spool was uploaded
+	// (kubemedic diag flush); EventDiagnosticsFlushFailed: the flush pod
+	// failed or timed out, and the bundles stay in the spool.
+	EventDiagnosticsFlushed     = "DiagnosticsFlushed"
+	EventDiagnosticsFlushFailed = "DiagnosticsFlushFailed"
 	// EventMachineRequested: a clusterAPI, metal3 or redfish request was
 	// made (what, of whom, in the note).
 	EventMachineRequested = "MachineRequested"

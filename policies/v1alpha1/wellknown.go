@@ -32,6 +32,11 @@ const (
 	// value is the NodeOperation name), so that kubemedic uncordons only what
 	// it cordoned itself and never undoes a human's cordon.
 	AnnotationCordonedBy = "kubemedic.io/cordoned-by"
+	// AnnotationDiagnosticsFlush on a Node asks the remediator to upload
+	// the bundles waiting in the node's diagnostics spool (`kubemedic diag
+	// flush`); the value is when it was asked (RFC 3339). The remediator
+	// runs one flush pod and removes the annotation when it ended.
+	AnnotationDiagnosticsFlush = "kubemedic.io/diagnostics-flush"
 	// AnnotationMachineRequestedBy on a Cluster API Machine, a Metal3
 	// BareMetalHost or (for a BMC) a Node names the NodeOperation that asked
 	// to replace or power-cycle it, so that no pass asks twice.

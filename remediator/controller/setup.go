@@ -177,6 +177,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("set up the diagnostics retention: %w", err)
 		}
 	}
+	if err := setupFlush(mgr, &FlushReconciler{Client: c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock,
+		Namespace: opts.Namespace, Diagnostics: opts.Diagnostics}); err != nil {
+		return err
+	}
 	log.FromContext(ctx).Info("Controllers set up", "namespace", opts.Namespace, "retention", opts.Retention)
 	return nil
 }
@@ -301,4 +305,28 @@ func conditionsChanged(a, b []corev1.NodeCondition) bool {
 		}
 	}
 	return false
+}
+
+// setupFlush runs the FlushReconciler on nodes that ask for a flush, and
+// on their flush pods' changes.
+func setupFlush(mgr ctrl.Manager, fr *FlushReconciler) error {
+	asked := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		_, ok := o.GetAnnotations()[v1alpha1.AnnotationDiagnosticsFlush]
+		return ok
+	})
+	ofPod := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		p, ok := o.(*corev1.Pod)
+		if !ok || p.Namespace != fr.Namespace || p.Labels["app.kubernetes.io/name"] != flushPodLabel || p.Spec.NodeName == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: p.Spec.NodeName}}}
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("diagnosticsflush").
+		For(&corev1.Node{}, builder.WithPredicates(asked)).
+		Watches(&corev1.Pod{}, ofPod).
+		Complete(fr); err != nil {
+		return fmt.Errorf("set up the diagnostics flush controller: %w", err)
+	}
+	return nil
 }

@@ -109,6 +109,17 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 		for _, e := range errs {
 			fmt.Fprintf(stderr, "kept: %v\n", e)
 		}
+		// The remediator puts this in the Event on the Node.
+		msg := fmt.Sprintf("%d bundles stored", len(stored))
+		if len(stored) > 0 {
+			msg += " (" + strings.Join(stored, ", ") + ")"
+		}
+		if len(errs) > 0 {
+			msg += fmt.Sprintf("; %d kept in the spool: %v", len(errs), errors.Join(errs...))
+		}
+		if err := os.WriteFile(*termLog, []byte(Truncate(msg, MaxReport)), 0o644); err != nil && *termLog != "/dev/termination-log" {
+			fmt.Fprintf(stderr, "kubemedic-diag: write %s: %v\n", *termLog, err)
+		}
 		if len(errs) > 0 {
 			return 1
 		}

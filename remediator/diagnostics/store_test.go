@@ -186,7 +186,7 @@ func TestMainCaptureUploadsAndReports(t *testing.T) {
 
 	// flush with nothing left: exit 0, nothing printed as stored.
 	out.Reset()
-	code = Main([]string{"flush", "--root=" + string(root)}, &out, &errOut, func(k string) string { return env[k] })
+	code = Main([]string{"flush", "--root=" + string(root), "--termination-log=" + filepath.Join(t.TempDir(), "flush-log")}, &out, &errOut, func(k string) string { return env[k] })
 	require.Equal(t, 0, code)
 	require.Empty(t, out.String())
 }

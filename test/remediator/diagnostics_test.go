@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/controller"
@@ -302,7 +303,7 @@ func TestSpooledBundleReachesTheStoreLater(t *testing.T) {
 	var out, errOut bytes.Buffer
 	env2 := map[string]string{diagnostics.EnvEndpoint: s3.Endpoint, diagnostics.EnvBucket: s3.Bucket, diagnostics.EnvInsecure: "true",
 		diagnostics.EnvAccessKey: s3.AccessKey, diagnostics.EnvSecretKey: s3.SecretKey}
-	require.Equal(t, 0, diagnostics.Main([]string{"flush", "--root=" + root}, &out, &errOut, func(k string) string { return env2[k] }), errOut.String())
+	require.Equal(t, 0, diagnostics.Main([]string{"flush", "--root=" + root, "--termination-log=" + filepath.Join(t.TempDir(), "flush-log")}, &out, &errOut, func(k string) string { return env2[k] }), errOut.String())
 	require.Contains(t, out.String(), "stored "+report.Key)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		b := getOp(t, env, op.Name).Status.Diagnostics.Bundle
@@ -352,4 +353,68 @@ func TestDiagnosticsRetention(t *testing.T) {
 		require.ElementsMatch(c, []string{healthy + "/new.tar.gz", quarantined + "/old.tar.gz"}, keys,
 			"the old bundle of a healthy node is gone; a quarantined node's is kept")
 	}, 15*time.Second, 200*time.Millisecond)
+}
+
+// TestDiagnosticsFlush: a node annotated for a flush (kubemedic diag
+// flush) gets one flush pod made from the capture template, with the
+// store's settings; when it ends, the Node's Event says what was stored,
+// the pod is deleted and the annotation removed.
+func TestDiagnosticsFlush(t *testing.T) {
+	env := startCluster(t)
+	s3 := harness.S3(t)
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: controller.DefaultFlushTemplate},
+		Spec: v1alpha1.NodeOperationTemplateSpec{Image: "ghcr.io/kubemedic/kubemedic-diag:test", Command: []string{"/ko-app/kubemedic-diag"},
+			Args: []string{"capture", "--root=/host"}, Privileged: true}}))
+	require.NoError(t, env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: opNamespace, Name: diagSecret},
+		Data: map[string][]byte{diagnostics.SecretAccessKey: []byte(s3.AccessKey), diagnostics.SecretSecretKey: []byte(s3.SecretKey)}}))
+	node := gpuNodes(t, env, "flush", 1)[0]
+	root := fakeHostRoot(t)
+	// A bundle left in the spool while the store was down.
+	c := &diagnostics.Capture{Root: host.Root(root), Node: node, Operation: "gpu-xid-reset.old-0", Spool: filepath.Join(root, diagnostics.SpoolDir),
+		Parts: diagnostics.DefaultParts(time.Second, diagnostics.DefaultKmsg)[2:4], Now: time.Now}
+	_, sp, err := c.Run(ctx)
+	require.NoError(t, err)
+
+	rem := newRemediator(t, env)
+	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagnostics.StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+		Secret: diagSecret, LinkExpiry: time.Hour}
+	rem.start()
+	n := getNode(t, env, node)
+	n.Annotations[v1alpha1.AnnotationDiagnosticsFlush] = time.Now().UTC().Format(time.RFC3339)
+	require.NoError(t, env.Client.Update(ctx, n))
+
+	var pod corev1.Pod
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: controller.FlushPodName(node)}, &pod))
+		require.Equal(c, corev1.PodRunning, pod.Status.Phase)
+	}, 30*time.Second, 200*time.Millisecond)
+	require.Equal(t, node, pod.Spec.NodeName)
+	require.Equal(t, []string{"flush", "--root=/host"}, pod.Spec.Containers[0].Args)
+	require.Contains(t, envOf(&pod), diagnostics.EnvEndpoint+"="+s3.Endpoint)
+
+	// The node runs it: kubemedic-diag flush with the pod's environment.
+	vars := map[string]string{}
+	var sec corev1.Secret
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: diagSecret}, &sec))
+	for _, e := range pod.Spec.Containers[0].Env {
+		vars[e.Name] = e.Value
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			vars[e.Name] = string(sec.Data[e.ValueFrom.SecretKeyRef.Key])
+		}
+	}
+	term := filepath.Join(t.TempDir(), "termination-log")
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, diagnostics.Main([]string{"flush", "--root=" + root, "--termination-log=" + term}, &out, &errOut, func(k string) string { return vars[k] }), errOut.String())
+	msg, err := os.ReadFile(term)
+	require.NoError(t, err)
+	require.NoError(t, localcluster.FinishPod(ctx, env.Client, &pod, true, string(msg)))
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NotContains(c, getNode(t, env, node).Annotations, v1alpha1.AnnotationDiagnosticsFlush, "the request is done")
+		require.False(c, podExists(c, env, opNamespace, controller.FlushPodName(node)), "the flush pod is deleted")
+		require.Contains(c, eventReasons(c, env, "Node", node), v1alpha1.EventDiagnosticsFlushed)
+	}, 30*time.Second, 200*time.Millisecond)
+	_, err = os.Stat(s3.ObjectPath(sp.Key))
+	require.NoError(t, err, "the spooled bundle is in the store")
 }

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -29,10 +32,11 @@ func newDiagCommand(stdout, stderr io.Writer) *cobra.Command {
 node's GPU evidence (nvidia-bug-report, nvidia-smi -q, the kernel log's Xid
 lines, the journals, lspci, dcgmi diag) into a bundle in the diagnostics
 store, and records it in the NodeOperation's status.diagnostics
-(docs/diagnostics.md). These commands read those records; they only get
-and list, and download through the presigned link the status holds.`,
+(docs/diagnostics.md). list and get read those records (they only get and
+list, and download through the presigned link the status holds); flush asks
+the remediator to upload what waits in a node's spool.`,
 	}
-	cmd.AddCommand(newDiagListCommand(stdout, stderr), newDiagGetCommand(stdout, stderr))
+	cmd.AddCommand(newDiagListCommand(stdout, stderr), newDiagGetCommand(stdout, stderr), newDiagFlushCommand(stdout, stderr))
 	return cmd
 }
 
@@ -219,4 +223,49 @@ func getBundle(ctx context.Context, hc *http.Client, op *v1alpha1.NodeOperation,
 		return n, errors.Join(fmt.Errorf("write %s", path), err)
 	}
 	return n, nil
+}
+
+func newDiagFlushCommand(stdout, stderr io.Writer) *cobra.Command {
+	var kubeconfig string
+	cmd := &cobra.Command{
+		Use:   "flush NODE [--kubeconfig FILE]",
+		Short: "Ask the remediator to upload the bundles waiting in a node's spool",
+		Long: `Flush annotates the Node with ` + v1alpha1.AnnotationDiagnosticsFlush + `=<now>. The
+remediator then runs one flush pod on the node (the collect-gpu-diagnostics
+template, with "kubemedic-diag flush"), which uploads every bundle in
+/var/lib/kubemedic/diagnostics whose sha256 the store confirms, and says
+how it went in an Event on the Node (DiagnosticsFlushed or
+DiagnosticsFlushFailed), then removes the annotation. The operations whose
+bundles were waiting are recorded as stored within a minute. It changes
+nothing else: it needs patch on nodes.`,
+		Example: `  kubemedic diag flush gpu-node-001
+  kubectl get events --field-selector involvedObject.name=gpu-node-001,reason=DiagnosticsFlushed`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, _, err := newClient(kubeconfig, "kubemedic-diag-flush", false)
+			if err != nil {
+				fmt.Fprintf(stderr, "kubemedic diag flush: %v\n", err)
+				return exitCode(ExitInvalid)
+			}
+			if err := askFlush(cmd.Context(), c, args[0], time.Now()); err != nil {
+				fmt.Fprintf(stderr, "kubemedic diag flush: %v\n", err)
+				return exitCode(ExitInvalid)
+			}
+			fmt.Fprintf(stdout, "Asked the remediator to flush node %s's diagnostics spool. Watch: kubectl get events --field-selector involvedObject.name=%s,reason=%s\n",
+				args[0], args[0], v1alpha1.EventDiagnosticsFlushed)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, then ~/.kube/config")
+	return cmd
+}
+
+// askFlush annotates the node so that the remediator flushes its spool.
+func askFlush(ctx context.Context, c client.Client, node string, now time.Time) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationDiagnosticsFlush, now.UTC().Format(time.RFC3339))
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := c.Patch(ctx, n, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("node %s: %w", node, err)
+	}
+	return nil
 }

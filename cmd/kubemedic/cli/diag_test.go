@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -85,6 +86,20 @@ func TestDiagListAndGet(t *testing.T) {
 	code, _, errOut = simRun("diag", "get", "spooled", "-o", filepath.Join(dir, "s.tar.gz"), "--kubeconfig", env.Kubeconfig)
 	require.Equal(t, ExitInvalid, code)
 	require.Contains(t, errOut, "waits in node gpu-node-001's spool")
+
+	// flush asks the remediator, through the Node's annotation.
+	require.NoError(t, env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-001"}}))
+	code, out, errOut = simRun("diag", "flush", "gpu-node-001", "--kubeconfig", env.Kubeconfig)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "Asked the remediator to flush node gpu-node-001's diagnostics spool")
+	var n corev1.Node
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "gpu-node-001"}, &n))
+	asked, err := time.Parse(time.RFC3339, n.Annotations[v1alpha1.AnnotationDiagnosticsFlush])
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), asked, time.Minute)
+	code, _, errOut = simRun("diag", "flush", "gpu-node-404", "--kubeconfig", env.Kubeconfig)
+	require.Equal(t, ExitInvalid, code)
+	require.Contains(t, errOut, "node gpu-node-404")
 
 	var op v1alpha1.NodeOperation
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: "reset"}, &op))

@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubemedic/kubemedic/policies"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
+)
+
+// FlushPodName is the flush pod of a node: one at a time per node.
+func FlushPodName(node string) string { return "kubemedic-flush-" + node }
+
+// flushPodLabel marks flush pods (app.kubernetes.io/name).
+const flushPodLabel = "kubemedic-diagnostics-flush"
+
+// DefaultFlushTemplate is the template whose image, mounts and privileges
+// a flush pod takes, with the arguments "flush --root=/host".
+const DefaultFlushTemplate = "collect-gpu-diagnostics"
+
+// FlushReconciler uploads a node's diagnostics spool when the node carries
+// v1alpha1.AnnotationDiagnosticsFlush (kubemedic diag flush): it runs one
+// flush pod from the capture template, says on the Node how it went, and
+// removes the annotation. It touches nothing else on the node.
+type FlushReconciler struct {
+	Client      client.Client
+	Reader      client.Reader
+	Recorder    events.EventRecorder
+	Clock       clock.PassiveClock
+	Namespace   string
+	Diagnostics *DiagnosticsOptions
+	// Template names the NodeOperationTemplate flush pods are made from;
+	// default DefaultFlushTemplate.
+	Template string
+}
+
+// Reconcile runs the node's flush, one step per pass.
+func (r *FlushReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var n corev1.Node
+	if err := r.Client.Get(ctx, req.NamespacedName, &n); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	asked, ok := n.Annotations[v1alpha1.AnnotationDiagnosticsFlush]
+	if !ok {
+		return reconcile.Result{}, nil
+	}
+	key := client.ObjectKey{Namespace: r.Namespace, Name: FlushPodName(n.Name)}
+	var pod corev1.Pod
+	err := r.Reader.Get(ctx, key, &pod)
+	if apierrors.IsNotFound(err) {
+		return r.start(ctx, &n)
+	}
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("get flush pod %s: %w", key, err)
+	}
+	timeout := policies.DefaultTemplateTimeout
+	var tpl v1alpha1.NodeOperationTemplate
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: r.template()}, &tpl); err == nil && tpl.Spec.Timeout != nil {
+		timeout = tpl.Spec.Timeout.Duration
+	}
+	var note, reason, typ string
+	switch {
+	case pod.Status.Phase == corev1.PodSucceeded:
+		typ, reason, note = corev1.EventTypeNormal, v1alpha1.EventDiagnosticsFlushed, "spool flushed: "+terminationMessage(&pod)
+	case pod.Status.Phase == corev1.PodFailed:
+		typ, reason, note = corev1.EventTypeWarning, v1alpha1.EventDiagnosticsFlushFailed, "flush failed, the bundles stay in the spool: "+plan.PodFailure(&pod)
+	case r.Clock.Since(pod.CreationTimestamp.Time) > timeout:
+		typ, reason, note = corev1.EventTypeWarning, v1alpha1.EventDiagnosticsFlushFailed, fmt.Sprintf("flush pod %s/%s still %s after %s; deleted, the bundles stay in the spool", pod.Namespace, pod.Name, pod.Status.Phase, timeout)
+	default:
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	r.Recorder.Eventf(&n, nil, typ, reason, "Flush", "%s", plan.Truncate(note, 1024))
+	if err := r.Client.Delete(ctx, &pod); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("delete flush pod %s: %w", key, err)
+	}
+	// Only the request this pod answered: a newer one runs again.
+	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if n.Annotations[v1alpha1.AnnotationDiagnosticsFlush] == asked {
+		delete(n.Annotations, v1alpha1.AnnotationDiagnosticsFlush)
+		if err := r.Client.Patch(ctx, &n, patch); err != nil {
+			return reconcile.Result{}, fmt.Errorf("remove %s from node %s: %w", v1alpha1.AnnotationDiagnosticsFlush, n.Name, err)
+		}
+	}
+	log.FromContext(ctx).Info("Diagnostics spool flush ended", "node", n.Name, "result", reason, "note", note)
+	return reconcile.Result{}, nil
+}
+
+func (r *FlushReconciler) template() string {
+	if r.Template == "" {
+		return DefaultFlushTemplate
+	}
+	return r.Template
+}
+
+// start creates the flush pod: the capture template's pod with the
+// arguments "flush --root=/host" and the store's settings.
+func (r *FlushReconciler) start(ctx context.Context, n *corev1.Node) (reconcile.Result, error) {
+	var tpl v1alpha1.NodeOperationTemplate
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: r.template()}, &tpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Recorder.Eventf(n, nil, corev1.EventTypeWarning, v1alpha1.EventDiagnosticsFlushFailed, "Flush",
+				"no NodeOperationTemplate %s to flush the spool with; the request stays until it exists", r.template())
+			return reconcile.Result{RequeueAfter: time.Minute}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	name := FlushPodName(n.Name)
+	op := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.NodeOperationSpec{NodeName: n.Name}}
+	pod := buildCapturePod(op, &tpl, r.Namespace, r.Diagnostics)
+	pod.Name = name
+	pod.OwnerReferences = nil
+	pod.Labels["app.kubernetes.io/name"] = flushPodLabel
+	c := &pod.Spec.Containers[0]
+	c.Args = []string{"flush", "--root=/host"}
+	pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(policies.DefaultTemplateTimeout.Seconds()))
+	if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return reconcile.Result{}, fmt.Errorf("create flush pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	log.FromContext(ctx).Info("Flushing the node's diagnostics spool", "node", n.Name, "pod", name)
+	return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+}
+
+// terminationMessage is what the pod's container said last.
+func terminationMessage(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && strings.TrimSpace(t.Message) != "" {
+			return strings.TrimSpace(t.Message)
+		}
+	}
+	return "(no message)"
+}
