@@ -185,7 +185,7 @@ func getBundle(ctx context.Context, hc *http.Client, op *v1alpha1.NodeOperation,
 	case d.Bundle == nil:
 		return 0, fmt.Errorf("nodeoperation %s: the capture made no bundle (%s): %s", op.Name, d.Result, d.Message)
 	case !d.Bundle.Stored:
-		return 0, fmt.Errorf("nodeoperation %s: the bundle %s waits in node %s's spool (%s) for the store; it is uploaded by the next capture there or kubemedic-diag flush", op.Name, d.Bundle.Key, op.Spec.NodeName, "/var/lib/kubemedic/diagnostics")
+		return 0, fmt.Errorf("nodeoperation %s: the bundle %s waits in node %s's spool (%s) for the store; it is uploaded by the next capture there, or after kubemedic diag flush %s", op.Name, d.Bundle.Key, op.Spec.NodeName, "/var/lib/kubemedic/diagnostics", op.Spec.NodeName)
 	case d.Bundle.URL == "":
 		return 0, fmt.Errorf("nodeoperation %s: the bundle %s is stored but has no link: %s", op.Name, d.Bundle.Key, d.Message)
 	case d.Bundle.URLExpires != nil && !now.Before(d.Bundle.URLExpires.Time):
