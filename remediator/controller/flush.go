@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,11 +54,17 @@ func (r *FlushReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if err := r.Client.Get(ctx, req.NamespacedName, &n); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	key := client.ObjectKey{Namespace: r.Namespace, Name: FlushPodName(n.Name)}
 	asked, ok := n.Annotations[v1alpha1.AnnotationDiagnosticsFlush]
 	if !ok {
+		// A finished flush pod whose deletion failed after its request was
+		// answered.
+		var left corev1.Pod
+		if err := r.Client.Get(ctx, key, &left); err == nil && (left.Status.Phase == corev1.PodSucceeded || left.Status.Phase == corev1.PodFailed) {
+			return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, &left))
+		}
 		return reconcile.Result{}, nil
 	}
-	key := client.ObjectKey{Namespace: r.Namespace, Name: FlushPodName(n.Name)}
 	var pod corev1.Pod
 	err := r.Reader.Get(ctx, key, &pod)
 	if apierrors.IsNotFound(err) {
@@ -82,17 +89,27 @@ func (r *FlushReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	default:
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
+	// The annotation first: a pod deleted while the request stays would
+	// make the next pass flush again. Only the request this pod answered
+	// is removed; a newer one runs again. A node that changed meanwhile
+	// (kwok's heartbeat, a kubelet's) is read again.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur corev1.Node
+		if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(&n), &cur); err != nil {
+			return err
+		}
+		if cur.Annotations[v1alpha1.AnnotationDiagnosticsFlush] != asked {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(cur.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		delete(cur.Annotations, v1alpha1.AnnotationDiagnosticsFlush)
+		return r.Client.Patch(ctx, &cur, patch)
+	}); err != nil {
+		return reconcile.Result{}, fmt.Errorf("remove %s from node %s: %w", v1alpha1.AnnotationDiagnosticsFlush, n.Name, err)
+	}
 	r.Recorder.Eventf(&n, nil, typ, reason, "Flush", "%s", plan.Truncate(note, 1024))
 	if err := r.Client.Delete(ctx, &pod); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("delete flush pod %s: %w", key, err)
-	}
-	// Only the request this pod answered: a newer one runs again.
-	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if n.Annotations[v1alpha1.AnnotationDiagnosticsFlush] == asked {
-		delete(n.Annotations, v1alpha1.AnnotationDiagnosticsFlush)
-		if err := r.Client.Patch(ctx, &n, patch); err != nil {
-			return reconcile.Result{}, fmt.Errorf("remove %s from node %s: %w", v1alpha1.AnnotationDiagnosticsFlush, n.Name, err)
-		}
 	}
 	log.FromContext(ctx).Info("Diagnostics spool flush ended", "node", n.Name, "result", reason, "note", note)
 	return reconcile.Result{}, nil

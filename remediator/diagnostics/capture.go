@@ -137,9 +137,10 @@ func inRoot(root host.Root, p string) (string, bool) {
 
 // runPart collects one part into dir/part.File. noChroot runs the host's
 // tools in place, for a root that is a plain directory (tests, the demo).
-func runPart(ctx context.Context, p Part, root host.Root, dir string, noChroot bool) PartResult {
-	res := PartResult{Name: p.Name, File: p.File}
+func runPart(ctx context.Context, p Part, root host.Root, dir string, noChroot bool) (res PartResult) {
+	res = PartResult{Name: p.Name, File: p.File}
 	start := time.Now()
+	// A named result: the duration is set on what is returned.
 	defer func() { res.Millis = time.Since(start).Milliseconds() }()
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()

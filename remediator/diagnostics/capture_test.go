@@ -137,6 +137,7 @@ func TestHungPartIsKilledWithItsGroup(t *testing.T) {
 	}
 	require.True(t, bug.TimedOut, "%+v", bug)
 	require.True(t, bug.Failed())
+	require.GreaterOrEqual(t, bug.Millis, int64(1000), "its duration is recorded: at least its timeout")
 	b, err := os.ReadFile(pidFile)
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))

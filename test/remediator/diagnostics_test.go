@@ -55,13 +55,17 @@ func diagPolicy(nodes ...string) *v1alpha1.RemediationPolicy {
 	}
 }
 
-// fakeHostRoot is a node's root with the kernel log holding the Xid.
+// fakeHostRoot is a node's root with the kernel log holding the Xid, and
+// an nvidia-bug-report.sh that never returns, as on a node whose GPU fell
+// off the bus.
 func fakeHostRoot(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "dev"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "dev", "kmsg"),
 		[]byte("6,1,100,-;Linux version 6.8.0\n3,2,2000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off the bus.\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "usr", "bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "usr", "bin", "nvidia-bug-report.sh"), []byte("#!/bin/sh\nsleep 300 &\nwait\n"), 0o755))
 	return root
 }
 
@@ -86,13 +90,15 @@ func playCapture(t *testing.T, env *localcluster.Cluster, pod *corev1.Pod, root 
 	}
 	term := filepath.Join(t.TempDir(), "termination-log")
 	var out, errOut bytes.Buffer
-	code := diagnostics.Main([]string{"capture", "--root=" + root, "--termination-log=" + term, "--bug-report-timeout=2s"},
+	start := time.Now()
+	code := diagnostics.Main([]string{"capture", "--root=" + root, "--no-chroot", "--termination-log=" + term, "--bug-report-timeout=2s"},
 		&out, &errOut, func(k string) string { return vars[k] })
 	require.Equal(t, 0, code, "stderr: %s", errOut.String())
 	b, err := os.ReadFile(term)
 	require.NoError(t, err)
 	r, err := diagnostics.ParseReport(b)
 	require.NoError(t, err)
+	require.Less(t, time.Since(start), 15*time.Second, "the hung nvidia-bug-report.sh held the capture")
 	require.NoError(t, localcluster.FinishPod(ctx, env.Client, pod, true, string(b)))
 	return r
 }
@@ -168,6 +174,8 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 	root := fakeHostRoot(t)
 	report := playCapture(t, env, pod, root)
 	require.True(t, report.Stored, report.Message)
+	require.Equal(t, v1alpha1.DiagnosticsPartial, report.Result, "nvidia-bug-report.sh never returned: %s", report.Message)
+	require.Contains(t, strings.Join(report.FailedParts, "; "), "nvidia-bug-report (timed out after 2")
 
 	// Then the repair: the operation pod, verification once the
 	// condition clears.
