@@ -36,6 +36,8 @@ func captured(name, node string, at time.Time) v1alpha1.NodeOperation {
 func TestDiagnosticsCommentedOnce(t *testing.T) {
 	now := time.Now().UTC()
 	reset := captured("gpu-lost.gpu-7.a", "gpu-7", now.Add(-time.Minute))
+	reset.Status.Diagnostics.Cluster = &v1alpha1.DiagnosticsBundle{Key: "gpu-7/gpu-lost.gpu-7.a-cluster.tar.gz", Size: 2048, SHA256: strings.Repeat("c1", 32),
+		Stored: true, URL: "https://s3.example.com/kubemedic-diagnostics/gpu-7/gpu-lost.gpu-7.a-cluster.tar.gz?X-Amz-Signature=def"}
 	spooled := captured("gpu-lost.gpu-7.b", "gpu-7", now.Add(-30*time.Second))
 	spooled.Status.Diagnostics.Bundle.Stored, spooled.Status.Diagnostics.Bundle.URL = false, ""
 	old := captured("gpu-lost.gpu-7.old", "gpu-7", now.Add(-48*time.Hour))
@@ -63,6 +65,7 @@ func TestDiagnosticsCommentedOnce(t *testing.T) {
 		"- sha256: `" + strings.Repeat("5e", 32) + "`",
 		"**Partial**; not captured: nvidia-bug-report (timed out after 3m0s)",
 		"- Files: `manifest.json`, `xid.log`, `nvidia-smi-q.txt`",
+		"- What the API server knew (the Node, its Events, its NodeOperations, the GPU Operator's logs): [`gpu-7/gpu-lost.gpu-7.a-cluster.tar.gz`](https://s3.example.com/kubemedic-diagnostics/gpu-7/gpu-lost.gpu-7.a-cluster.tar.gz?X-Amz-Signature=def) (2.0 KiB), sha256 `" + strings.Repeat("c1", 32) + "`",
 		"<!-- kubemedic-alertbridge diagnostics=uid-gpu-lost.gpu-7.a -->",
 	} {
 		require.Contains(t, got, want)

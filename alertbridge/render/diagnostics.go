@@ -58,6 +58,10 @@ func DiagnosticsComment(op *v1alpha1.NodeOperation) string {
 		line += fmt.Sprintf(" and %d more (manifest.json lists them)", more)
 	}
 	fmt.Fprintf(&s, "- Files: %s\n", line)
+	if c := d.Cluster; c != nil && c.URL != "" {
+		fmt.Fprintf(&s, "- What the API server knew (the Node, its Events, its NodeOperations, the GPU Operator's logs): [`%s`](%s) (%s), sha256 `%s`\n",
+			codeSpan(c.Key), c.URL, sizeText(c.Size), c.SHA256)
+	}
 	s.WriteString("\nThe link is presigned and expires; the bundle stays in the store for its retention. `manifest.json` in the bundle lists every file's sha256 and each command's exit status or timeout.")
 	return s.String()
 }
