@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v2"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/devicetaint"
 	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 	"github.com/kubemedic/kubemedic/remediator/stackhealth"
@@ -76,6 +78,9 @@ func buildCapturePod(op *v1alpha1.NodeOperation, tpl *v1alpha1.NodeOperationTemp
 	insecure := "false"
 	if o.Store.Insecure {
 		insecure = "true"
+	}
+	if g := op.Status.GPU; g != nil && g.UUID != "" {
+		c.Env = append(c.Env, corev1.EnvVar{Name: diagnostics.EnvGPU, Value: g.UUID})
 	}
 	c.Env = append(c.Env,
 		corev1.EnvVar{Name: diagnostics.EnvEndpoint, Value: o.Store.Endpoint},
@@ -196,6 +201,9 @@ func (r *OperationReconciler) mustGather(ctx context.Context, op *v1alpha1.NodeO
 	ctx, cancel := context.WithTimeout(ctx, mustGatherTimeout)
 	defer cancel()
 	m := &diagnostics.MustGather{Node: op.Spec.NodeName, Operation: op.Name, Created: now}
+	if g := op.Status.GPU; g != nil {
+		m.GPU = g.UUID
+	}
 	m.Files = r.gather(ctx, op.Spec.NodeName)
 	b, err := r.putMustGather(ctx, m)
 	if err != nil {
@@ -302,7 +310,7 @@ func (r *OperationReconciler) putMustGather(ctx context.Context, m *diagnostics.
 		return nil, err
 	}
 	key := diagnostics.ClusterKey(m.Node, m.Operation)
-	if err := store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), sum); err != nil {
+	if err := store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), sum, m.GPU); err != nil {
 		return nil, err
 	}
 	b := &v1alpha1.DiagnosticsBundle{Key: key, Size: int64(len(data)), SHA256: sum, Files: files, Stored: true}
@@ -412,8 +420,28 @@ func (r *OperationReconciler) sweep(ctx context.Context) error {
 			quarantined[nodes.Items[i].Name] = true
 		}
 	}
+	excluded, err := r.excludedForGood(ctx)
+	if err != nil {
+		return err
+	}
+	// The GPU is in the object's metadata, which a listing does not
+	// carry: read only for the expired bundles, and kept when it cannot
+	// be read (no evidence is no reason to delete evidence).
+	keep := func(o diagnostics.Object) bool {
+		if quarantined[diagnostics.NodeOf(o.Key)] {
+			return true
+		}
+		if len(excluded) == 0 {
+			return false
+		}
+		full, err := store.Stat(ctx, o.Key)
+		if err != nil {
+			return !errors.Is(err, diagnostics.ErrNotFound)
+		}
+		return full.GPU != "" && excluded[devicetaint.CanonicalUUID(full.GPU)]
+	}
 	var errs []error
-	for _, key := range diagnostics.Expired(objs, r.Clock.Now(), retention, func(n string) bool { return quarantined[n] }) {
+	for _, key := range diagnostics.Expired(objs, r.Clock.Now(), retention, keep) {
 		if err := store.Delete(ctx, key); err != nil {
 			errs = append(errs, err)
 			continue
@@ -421,4 +449,26 @@ func (r *OperationReconciler) sweep(ctx context.Context) error {
 		log.FromContext(ctx).Info("Deleted a diagnostics bundle past its retention", "key", key, "retention", retention)
 	}
 	return errors.Join(errs...)
+}
+
+// excludedForGood are the GPUs (canonical UUIDs) a permanent
+// DeviceTaintRule excludes (the per-GPU cap's): quarantined, one GPU at a
+// time. Empty where the API server serves no DeviceTaintRule.
+func (r *OperationReconciler) excludedForGood(ctx context.Context) (map[string]bool, error) {
+	out := map[string]bool{}
+	if !r.DRA {
+		return out, nil
+	}
+	var rules resourcev1beta2.DeviceTaintRuleList
+	if err := r.Reader.List(ctx, &rules, client.MatchingLabels{devicetaint.LabelManagedBy: devicetaint.ManagedBy}); err != nil {
+		return nil, fmt.Errorf("list DeviceTaintRules: %w", err)
+	}
+	for _, rule := range rules.Items {
+		if rule.Annotations[devicetaint.AnnotationPermanent] != "" {
+			if uuid := rule.Labels[devicetaint.LabelGPUUUID]; uuid != "" {
+				out[uuid] = true
+			}
+		}
+	}
+	return out, nil
 }

@@ -31,6 +31,8 @@ type Manifest struct {
 	Operation string       `json:"operation"`
 	BootID    string       `json:"bootID,omitempty"`
 	Trigger   *Trigger     `json:"trigger,omitempty"`
+	// GPU is the UUID of the GPU the operation is about, when it names one.
+	GPU string `json:"gpu,omitempty"`
 	GPUs      []GPU        `json:"gpus,omitempty"`
 	Created   time.Time    `json:"created"`
 	Parts     []PartResult `json:"parts"`
@@ -76,6 +78,8 @@ type Capture struct {
 	// NoChroot runs the host's tools without chrooting into Root: for a
 	// root that is a plain directory of fakes (tests, the demo).
 	NoChroot bool
+	// GPU is the UUID of the GPU the operation is about; "" when none.
+	GPU string
 }
 
 // Run collects every part into a scratch directory beside the spool,
@@ -90,7 +94,7 @@ func (c *Capture) Run(ctx context.Context) (*Manifest, Spooled, error) {
 		return nil, Spooled{}, fmt.Errorf("spool %s: %w", c.Spool, err)
 	}
 	defer os.RemoveAll(scratch)
-	m := &Manifest{Node: c.Node, Operation: c.Operation, Trigger: c.Trigger, Created: c.Now().UTC()}
+	m := &Manifest{Node: c.Node, Operation: c.Operation, Trigger: c.Trigger, Created: c.Now().UTC(), GPU: c.GPU}
 	if id, err := c.Root.BootID(); err == nil {
 		m.BootID = id
 	}
@@ -138,6 +142,9 @@ type Spooled struct {
 	Size   int64    `json:"size"`
 	SHA256 string   `json:"sha256"`
 	Files  []string `json:"files"`
+	// GPU is the UUID of the GPU the capture is about, stored with the
+	// object; "" when the operation named none.
+	GPU string `json:"gpu,omitempty"`
 }
 
 const (
@@ -206,7 +213,7 @@ func writeBundle(m *Manifest, dir, spool, key string) (Spooled, error) {
 	if err != nil {
 		return Spooled{}, err
 	}
-	sp := Spooled{Path: final, Key: key, Size: fi.Size(), SHA256: hex.EncodeToString(h.Sum(nil)), Files: append([]string{ManifestFile}, names...)}
+	sp := Spooled{Path: final, Key: key, Size: fi.Size(), SHA256: hex.EncodeToString(h.Sum(nil)), Files: append([]string{ManifestFile}, names...), GPU: m.GPU}
 	sb, _ := json.Marshal(sp)
 	// The sidecar first: a bundle without one is unusable, and the
 	// sidecar of a missing bundle is removed by the next flush.
@@ -274,7 +281,7 @@ func fileSHA256(path string) (string, error) {
 // Uploader puts bundles into the store; *Store is one.
 type Uploader interface {
 	Exists(ctx context.Context, key string, size int64, sum string) (bool, error)
-	Put(ctx context.Context, key string, r io.Reader, size int64, sum string) error
+	Put(ctx context.Context, key string, r io.Reader, size int64, sum, gpu string) error
 }
 
 // Spool lists the bundles waiting in dir, oldest first. A sidecar whose
@@ -364,7 +371,7 @@ func upload(ctx context.Context, s Spooled, up Uploader) error {
 		return err
 	}
 	defer f.Close()
-	if err := up.Put(ctx, s.Key, f, s.Size, s.SHA256); err != nil {
+	if err := up.Put(ctx, s.Key, f, s.Size, s.SHA256, s.GPU); err != nil {
 		return fmt.Errorf("upload %s: %w", s.Key, err)
 	}
 	return nil

@@ -33,6 +33,9 @@ const (
 	EnvTriggerType   = "KUBEMEDIC_TRIGGER_TYPE"
 	EnvTriggerReason = "KUBEMEDIC_TRIGGER_REASON"
 	EnvTriggerMsg    = "KUBEMEDIC_TRIGGER_MESSAGE"
+	// EnvGPU is the UUID of the GPU the operation is about (its
+	// status.gpu), when it names one.
+	EnvGPU = "KUBEMEDIC_GPU_UUID"
 )
 
 // SpoolDir is the spool on the node's disk, under the host root.
@@ -130,7 +133,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 		fmt.Fprintf(stderr, "kubemedic-diag capture: --node and --operation (or $%s and $%s) are required\n", EnvNode, EnvOperation)
 		return 2
 	}
-	c := &Capture{Root: host.Root(*root), Node: *node, Operation: *operation, Parts: DefaultParts(*bugReport, *kmsg), Spool: *spool, Now: time.Now, NoChroot: *noChroot}
+	c := &Capture{Root: host.Root(*root), Node: *node, Operation: *operation, Parts: DefaultParts(*bugReport, *kmsg), Spool: *spool, Now: time.Now, NoChroot: *noChroot, GPU: getenv(EnvGPU)}
 	if t := getenv(EnvTriggerType); t != "" {
 		c.Trigger = &Trigger{Type: t, Reason: getenv(EnvTriggerReason), Message: getenv(EnvTriggerMsg)}
 	}

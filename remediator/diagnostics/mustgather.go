@@ -30,8 +30,10 @@ type GatheredFile struct {
 type MustGather struct {
 	Node      string
 	Operation string
-	Created   time.Time
-	Files     []GatheredFile
+	// GPU is the UUID of the GPU the operation is about; "" when none.
+	GPU     string
+	Created time.Time
+	Files   []GatheredFile
 }
 
 // Build writes the must-gather as one .tar.gz, manifest.json first (each

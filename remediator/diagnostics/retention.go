@@ -16,15 +16,15 @@ func NodeOf(key string) string {
 }
 
 // Expired returns the keys of the objects older than retention at now,
-// sorted, but for those of nodes keep says to keep (a node still
-// quarantined: its bundles are the evidence of an RMA in progress).
-func Expired(objs []Object, now time.Time, retention time.Duration, keep func(node string) bool) []string {
+// sorted, but for those keep says to keep (a node still quarantined, a GPU
+// excluded for good: the evidence of an RMA in progress).
+func Expired(objs []Object, now time.Time, retention time.Duration, keep func(Object) bool) []string {
 	var out []string
 	for _, o := range objs {
 		if now.Sub(o.LastModified) <= retention {
 			continue
 		}
-		if keep != nil && keep(NodeOf(o.Key)) {
+		if keep != nil && keep(o) {
 			continue
 		}
 		out = append(out, o.Key)

@@ -20,6 +20,11 @@ import (
 // asked whether it holds exactly these bytes.
 const MetaSHA256 = "Sha256"
 
+// MetaGPU is the user metadata key of the UUID of the GPU a bundle is
+// about (x-amz-meta-gpu), when the operation named one: retention keeps
+// the bundles of GPUs excluded for good.
+const MetaGPU = "Gpu"
+
 // MaxLinkExpiry is the longest a presigned link can live (S3's limit for
 // SigV4 presigned URLs: seven days).
 const MaxLinkExpiry = 7 * 24 * time.Hour
@@ -78,13 +83,18 @@ func NewStore(cfg StoreConfig, cred Credentials) (*Store, error) {
 	return &Store{cfg: cfg, client: c}, nil
 }
 
-// Put uploads a bundle under key with its SHA-256 as metadata, then asks
-// the store for it back: it returns nil only when the store holds an
-// object of this size whose recorded SHA-256 is sum.
-func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, sum string) error {
+// Put uploads a bundle under key with its SHA-256 (and the GPU's UUID,
+// when gpu is not "") as metadata, then asks the store for it back: it
+// returns nil only when the store holds an object of this size whose
+// recorded SHA-256 is sum.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, sum, gpu string) error {
+	meta := map[string]string{MetaSHA256: sum}
+	if gpu != "" {
+		meta[MetaGPU] = gpu
+	}
 	_, err := s.client.PutObject(ctx, s.cfg.Bucket, key, r, size, minio.PutObjectOptions{
 		ContentType:  "application/gzip",
-		UserMetadata: map[string]string{MetaSHA256: sum},
+		UserMetadata: meta,
 	})
 	if err != nil {
 		return fmt.Errorf("put %s: %w", s.where(key), err)
@@ -161,19 +171,34 @@ type Object struct {
 	Size         int64
 	LastModified time.Time
 	SHA256       string
+	// GPU is the UUID of the GPU the bundle is about; "" when none.
+	GPU string
 }
 
-// List lists the objects under prefix (a node's bundles: "<node>/"),
-// with their recorded SHA-256.
+// List lists the objects under prefix (a node's bundles: "<node>/").
+// S3's listing carries no user metadata: SHA256 and GPU are empty (Stat
+// reads them).
 func (s *Store) List(ctx context.Context, prefix string) ([]Object, error) {
 	var out []Object
-	for o := range s.client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true, WithMetadata: true}) {
+	for o := range s.client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if o.Err != nil {
 			return nil, fmt.Errorf("list %s: %w", s.where(prefix), o.Err)
 		}
-		out = append(out, Object{Key: o.Key, Size: o.Size, LastModified: o.LastModified, SHA256: o.UserMetadata["X-Amz-Meta-"+MetaSHA256]})
+		out = append(out, Object{Key: o.Key, Size: o.Size, LastModified: o.LastModified})
 	}
 	return out, nil
+}
+
+// Stat reads one object with its recorded SHA-256 and GPU.
+func (s *Store) Stat(ctx context.Context, key string) (Object, error) {
+	info, err := s.client.StatObject(ctx, s.cfg.Bucket, key, minio.StatObjectOptions{})
+	if err != nil {
+		if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
+			return Object{}, fmt.Errorf("%s: %w", s.where(key), ErrNotFound)
+		}
+		return Object{}, fmt.Errorf("stat %s: %w", s.where(key), err)
+	}
+	return Object{Key: key, Size: info.Size, LastModified: info.LastModified, SHA256: info.UserMetadata[MetaSHA256], GPU: info.UserMetadata[MetaGPU]}, nil
 }
 
 // Delete removes key.

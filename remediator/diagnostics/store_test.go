@@ -42,7 +42,7 @@ func TestStoreAgainstARealS3Server(t *testing.T) {
 	ok, err := st.Exists(ctx, key, int64(len(body)), sum(body))
 	require.NoError(t, err)
 	require.False(t, ok)
-	require.NoError(t, st.Put(ctx, key, bytes.NewReader(body), int64(len(body)), sum(body)))
+	require.NoError(t, st.Put(ctx, key, bytes.NewReader(body), int64(len(body)), sum(body), "GPU-6ee485d3-0000-4000-8000-000000000000"))
 	ok, err = st.Exists(ctx, key, int64(len(body)), sum(body))
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -72,6 +72,12 @@ func TestStoreAgainstARealS3Server(t *testing.T) {
 	require.Len(t, objs, 1)
 	require.Equal(t, key, objs[0].Key)
 	require.EqualValues(t, len(body), objs[0].Size)
+	st1, err := st.Stat(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, "GPU-6ee485d3-0000-4000-8000-000000000000", st1.GPU, "the GPU's UUID is kept with the object, for retention")
+	require.Equal(t, sum(body), st1.SHA256)
+	_, err = st.Stat(ctx, "gpu-node-001/none.tar.gz")
+	require.ErrorIs(t, err, ErrNotFound)
 
 	var buf bytes.Buffer
 	n, err := st.Get(ctx, key, &buf)
@@ -81,7 +87,7 @@ func TestStoreAgainstARealS3Server(t *testing.T) {
 
 	bad, err := NewStore(StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true}, Credentials{AccessKey: s3.AccessKey, SecretKey: "wrong-secret-0123456789"})
 	require.NoError(t, err)
-	err = bad.Put(ctx, "x/y.tar.gz", bytes.NewReader(body), int64(len(body)), sum(body))
+	err = bad.Put(ctx, "x/y.tar.gz", bytes.NewReader(body), int64(len(body)), sum(body), "")
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "wrong-secret", "an error never carries the secret")
 	require.Equal(t, "access key kubemedic-test, secret key (hidden)", Credentials{AccessKey: "kubemedic-test", SecretKey: "s"}.String())

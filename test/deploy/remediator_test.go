@@ -87,7 +87,7 @@ func TestRemediatorRBAC(t *testing.T) {
 		verbs("cluster.x-k8s.io", "machines", "get", "list", "patch"),
 		verbs("metal3.io", "baremetalhosts", "get", "patch"),
 		verbs("resource.k8s.io", "resourceslices", "list"),
-		verbs("resource.k8s.io", "devicetaintrules", "get", "create", "update", "delete"),
+		verbs("resource.k8s.io", "devicetaintrules", "get", "list", "create", "update", "delete"),
 		verbs("", "events", "create", "patch"),
 		verbs("events.k8s.io", "events", "create", "patch"),
 		// The diagnostics must-gather: the node's Events, the GPU

@@ -341,7 +341,7 @@ func TestDiagnosticsRetention(t *testing.T) {
 	s := sha256.Sum256(body)
 	old := time.Now().Add(-40 * 24 * time.Hour)
 	for _, key := range []string{healthy + "/old.tar.gz", healthy + "/new.tar.gz", quarantined + "/old.tar.gz"} {
-		require.NoError(t, store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), hex.EncodeToString(s[:])))
+		require.NoError(t, store.Put(ctx, key, bytes.NewReader(body), int64(len(body)), hex.EncodeToString(s[:]), ""))
 		if strings.HasSuffix(key, "old.tar.gz") {
 			// The posix backend's LastModified is the file's.
 			require.NoError(t, os.Chtimes(s3.ObjectPath(key), old, old))

@@ -38,7 +38,7 @@ func TestDiagListAndGet(t *testing.T) {
 	sum := sha256.Sum256(bundle)
 	hexSum := hex.EncodeToString(sum[:])
 	key := "gpu-node-001/reset.tar.gz"
-	require.NoError(t, store.Put(ctx, key, bytes.NewReader(bundle), int64(len(bundle)), hexSum))
+	require.NoError(t, store.Put(ctx, key, bytes.NewReader(bundle), int64(len(bundle)), hexSum, ""))
 	link, err := store.Link(ctx, key, time.Hour)
 	require.NoError(t, err)
 
