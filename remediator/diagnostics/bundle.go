@@ -27,16 +27,16 @@ const ManifestFile = "manifest.json"
 // Manifest describes one bundle: what was captured where and when, and
 // each file's size and SHA-256.
 type Manifest struct {
-	Node      string       `json:"node"`
-	Operation string       `json:"operation"`
-	BootID    string       `json:"bootID,omitempty"`
-	Trigger   *Trigger     `json:"trigger,omitempty"`
+	Node      string   `json:"node"`
+	Operation string   `json:"operation"`
+	BootID    string   `json:"bootID,omitempty"`
+	Trigger   *Trigger `json:"trigger,omitempty"`
 	// GPU is the UUID of the GPU the operation is about, when it names one.
-	GPU string `json:"gpu,omitempty"`
-	GPUs      []GPU        `json:"gpus,omitempty"`
-	Created   time.Time    `json:"created"`
-	Parts     []PartResult `json:"parts"`
-	Files     []File       `json:"files"`
+	GPU     string       `json:"gpu,omitempty"`
+	GPUs    []GPU        `json:"gpus,omitempty"`
+	Created time.Time    `json:"created"`
+	Parts   []PartResult `json:"parts"`
+	Files   []File       `json:"files"`
 }
 
 // Trigger is the node condition that started the operation.
