@@ -301,19 +301,31 @@ func eventTime(e *corev1.Event) time.Time {
 // putMustGather stores the must-gather under its key, once: an object the
 // store holds already (a retried pass) is kept, and linked.
 func (r *OperationReconciler) putMustGather(ctx context.Context, m *diagnostics.MustGather) (*v1alpha1.DiagnosticsBundle, error) {
-	data, sum, files, err := m.Build()
-	if err != nil {
-		return nil, err
-	}
 	store, err := r.store(ctx)
 	if err != nil {
 		return nil, err
 	}
 	key := diagnostics.ClusterKey(m.Node, m.Operation)
-	if err := store.Put(ctx, key, bytes.NewReader(data), int64(len(data)), sum, m.GPU); err != nil {
+	var b *v1alpha1.DiagnosticsBundle
+	// Once: a pass that decided on a stale copy of the operation (its
+	// status write then fails) must not replace the must-gather the
+	// recorded status names.
+	switch have, err := store.Stat(ctx, key); {
+	case err == nil:
+		b = &v1alpha1.DiagnosticsBundle{Key: key, Size: have.Size, SHA256: have.SHA256, Files: have.Files, Stored: true}
+	case errors.Is(err, diagnostics.ErrNotFound):
+		data, sum, files, err := m.Build()
+		if err != nil {
+			return nil, err
+		}
+		if err := store.PutWith(ctx, key, bytes.NewReader(data), int64(len(data)), sum,
+			map[string]string{diagnostics.MetaGPU: m.GPU, diagnostics.MetaFiles: metaFiles(files)}); err != nil {
+			return nil, err
+		}
+		b = &v1alpha1.DiagnosticsBundle{Key: key, Size: int64(len(data)), SHA256: sum, Files: files, Stored: true}
+	default:
 		return nil, err
 	}
-	b := &v1alpha1.DiagnosticsBundle{Key: key, Size: int64(len(data)), SHA256: sum, Files: files, Stored: true}
 	if u, err := store.Link(ctx, key, r.linkExpiry()); err == nil {
 		exp := metav1.NewTime(m.Created.Add(r.linkExpiry()))
 		b.URL, b.URLExpires = u.String(), &exp
@@ -471,4 +483,20 @@ func (r *OperationReconciler) excludedForGood(ctx context.Context) (map[string]b
 		}
 	}
 	return out, nil
+}
+
+// metaFiles is a file list for user metadata, which S3 bounds to 2 KB in
+// all: the first names that fit in 1,500 bytes (manifest.json lists all).
+func metaFiles(files []string) string {
+	out := ""
+	for _, f := range files {
+		if len(out)+len(f)+1 > 1500 {
+			break
+		}
+		if out != "" {
+			out += ","
+		}
+		out += f
+	}
+	return out
 }

@@ -88,9 +88,20 @@ func NewStore(cfg StoreConfig, cred Credentials) (*Store, error) {
 // returns nil only when the store holds an object of this size whose
 // recorded SHA-256 is sum.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, sum, gpu string) error {
+	return s.PutWith(ctx, key, r, size, sum, map[string]string{MetaGPU: gpu})
+}
+
+// MetaFiles is the user metadata key of a bundle's file names, comma
+// separated, where the writer keeps them (the must-gather).
+const MetaFiles = "Files"
+
+// PutWith is Put with more user metadata (empty values are left out).
+func (s *Store) PutWith(ctx context.Context, key string, r io.Reader, size int64, sum string, more map[string]string) error {
 	meta := map[string]string{MetaSHA256: sum}
-	if gpu != "" {
-		meta[MetaGPU] = gpu
+	for k, v := range more {
+		if v != "" {
+			meta[k] = v
+		}
 	}
 	_, err := s.client.PutObject(ctx, s.cfg.Bucket, key, r, size, minio.PutObjectOptions{
 		ContentType:  "application/gzip",
@@ -173,6 +184,8 @@ type Object struct {
 	SHA256       string
 	// GPU is the UUID of the GPU the bundle is about; "" when none.
 	GPU string
+	// Files are the bundle's file names where its writer recorded them.
+	Files []string
 }
 
 // List lists the objects under prefix (a node's bundles: "<node>/").
@@ -198,7 +211,11 @@ func (s *Store) Stat(ctx context.Context, key string) (Object, error) {
 		}
 		return Object{}, fmt.Errorf("stat %s: %w", s.where(key), err)
 	}
-	return Object{Key: key, Size: info.Size, LastModified: info.LastModified, SHA256: info.UserMetadata[MetaSHA256], GPU: info.UserMetadata[MetaGPU]}, nil
+	o := Object{Key: key, Size: info.Size, LastModified: info.LastModified, SHA256: info.UserMetadata[MetaSHA256], GPU: info.UserMetadata[MetaGPU]}
+	if f := info.UserMetadata[MetaFiles]; f != "" {
+		o.Files = strings.Split(f, ",")
+	}
+	return o, nil
 }
 
 // Delete removes key.
