@@ -500,3 +500,21 @@ func metaFiles(files []string) string {
 	}
 	return out
 }
+
+// captureStore is the store settings a capture pod gets: none when no
+// store is configured, or when its Secret cannot be read. A pod whose
+// secretKeyRef names a missing Secret would never start, and would hold
+// the repair for the whole capture timeout; without the store it keeps
+// the bundle in the node's spool, and a Warning Event says why.
+func (r *OperationReconciler) captureStore(ctx context.Context, t *plan.Transition) *DiagnosticsOptions {
+	if r.Diagnostics == nil || r.Diagnostics.Store.Endpoint == "" {
+		return nil
+	}
+	if _, err := r.store(ctx); err != nil {
+		log.FromContext(ctx).Error(err, "The capture pod gets no store: its bundle stays in the node's spool")
+		t.Events = append(t.Events, plan.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.ReasonDiagnosticsFailed, Action: "Capture",
+			Note: plan.Truncate("the diagnostics store cannot be used ("+err.Error()+"); the bundle stays in the node's spool until kubemedic diag flush", 1024)})
+		return nil
+	}
+	return r.Diagnostics
+}

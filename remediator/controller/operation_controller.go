@@ -335,7 +335,7 @@ func (r *OperationReconciler) effect(ctx context.Context, st *step, t *plan.Tran
 			return false, fmt.Errorf("create operation pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	case plan.EffectCreateCapturePod:
-		pod := buildCapturePod(op, st.in.CaptureTemplate, r.Namespace, r.Diagnostics)
+		pod := buildCapturePod(op, st.in.CaptureTemplate, r.Namespace, r.captureStore(ctx, t))
 		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, fmt.Errorf("create capture pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}

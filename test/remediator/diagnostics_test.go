@@ -426,3 +426,37 @@ func TestDiagnosticsFlush(t *testing.T) {
 	_, err = os.Stat(s3.ObjectPath(sp.Key))
 	require.NoError(t, err, "the spooled bundle is in the store")
 }
+
+// TestCaptureWithoutTheStoreSecret: with the store's Secret missing, the
+// capture pod is made without the store (a secretKeyRef to a missing
+// Secret would never start, holding the repair for the whole timeout): its
+// bundle stays in the node's spool, and a Warning says why.
+func TestCaptureWithoutTheStoreSecret(t *testing.T) {
+	env := startCluster(t)
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: opCapture},
+		Spec: v1alpha1.NodeOperationTemplateSpec{Image: "ghcr.io/kubemedic/kubemedic-diag:test", Command: []string{"/ko-app/kubemedic-diag"}}}))
+	node := gpuNodes(t, env, "nosecret", 1)[0]
+	createPolicy(t, env, diagPolicy(node))
+	rem := newRemediator(t, env)
+	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagnostics.StoreConfig{Endpoint: "127.0.0.1:1", Bucket: "b", Insecure: true},
+		Secret: "no-such-secret", LinkExpiry: time.Hour}
+	rem.start()
+	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason,
+		"XidResetRequired: Xid 79 on 0000:3b:00.0: fell off the bus; reset required")
+	var pod corev1.Pod
+	var op v1alpha1.NodeOperation
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ops := opsOnNode(c, env, node)
+		require.Len(c, ops, 1)
+		op = ops[0]
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: op.Name + "-diag"}, &pod))
+	}, 30*time.Second, 200*time.Millisecond)
+	for _, e := range pod.Spec.Containers[0].Env {
+		require.NotEqual(t, diagnostics.EnvEndpoint, e.Name, "no store for the pod")
+		require.Nil(t, e.ValueFrom, "no secretKeyRef to a missing Secret")
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.Contains(c, eventReasons(c, env, "NodeOperation", op.Name), v1alpha1.ReasonDiagnosticsFailed)
+	}, 10*time.Second, 200*time.Millisecond)
+}
