@@ -97,7 +97,7 @@ does not match (nothing is written); 2 bad usage.`,
 			if out == "" {
 				out = op.Name + ".tar.gz"
 			}
-			n, err := getBundle(cmd.Context(), http.DefaultClient, &op, time.Now(), out)
+			n, err := getBundle(cmd.Context(), &http.Client{Timeout: downloadTimeout}, &op, time.Now(), out)
 			if err != nil {
 				fmt.Fprintf(stderr, "kubemedic diag get: %v\n", err)
 				return exitCode(ExitInvalid)
@@ -110,6 +110,11 @@ does not match (nothing is written); 2 bad usage.`,
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, then ~/.kube/config")
 	return cmd
 }
+
+// downloadTimeout bounds a bundle's download: tens of MiB from an
+// in-cluster store take seconds; a store that stops answering must not
+// hold the command forever.
+const downloadTimeout = 15 * time.Minute
 
 // readCaptures lists the node's NodeOperations that captured, oldest
 // capture first.
