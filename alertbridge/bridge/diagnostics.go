@@ -128,9 +128,7 @@ func (b *Bridge) postDiagnostics(ctx context.Context) {
 	if len(targets) == 0 {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, b.opts.NodeHistoryTimeout)
-	ops, err := b.nodeOps.NodeOperations(rctx, nodes)
-	cancel()
+	ops, err := b.readNodeOps(ctx, nodes)
 	if err != nil {
 		if ctx.Err() == nil {
 			b.log.Warn("Cannot read the NodeOperations for their diagnostics bundles; trying again", "nodes", nodes, "err", err)

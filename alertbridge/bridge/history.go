@@ -31,6 +31,24 @@ func (b *Bridge) nodeHistory(ctx context.Context, log *slog.Logger, msg *payload
 	if len(nodes) == 0 {
 		return ""
 	}
+	ops, err := b.readNodeOps(ctx, nodes)
+	if err != nil {
+		b.metrics.historyReads.WithLabelValues("error").Inc()
+		log.Warn("Cannot read the operation history of the nodes; the issue says it is unknown", "nodes", nodes, "err", err)
+	} else {
+		b.metrics.historyReads.WithLabelValues("ok").Inc()
+	}
+	hs := make([]render.NodeHistory, len(nodes))
+	for i, n := range nodes {
+		hs[i] = render.NodeHistory{Node: n, Operations: ops, Err: err}
+	}
+	return render.HistorySection(hs, more, b.cfg.NodeHistory.MaxOperations, b.clock.Now())
+}
+
+// readNodeOps lists the NodeOperations of nodes, and never waits longer
+// than the history timeout, even on a reader that ignores its context: a
+// stuck read is left behind and its answer dropped.
+func (b *Bridge) readNodeOps(ctx context.Context, nodes []string) ([]v1alpha1.NodeOperation, error) {
 	type result struct {
 		ops []v1alpha1.NodeOperation
 		err error
@@ -51,15 +69,5 @@ func (b *Bridge) nodeHistory(ctx context.Context, log *slog.Logger, msg *payload
 	if r.err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		r.err = fmt.Errorf("no answer from the Kubernetes API within %s", b.opts.NodeHistoryTimeout)
 	}
-	if r.err != nil {
-		b.metrics.historyReads.WithLabelValues("error").Inc()
-		log.Warn("Cannot read the operation history of the nodes; the issue says it is unknown", "nodes", nodes, "err", r.err)
-	} else {
-		b.metrics.historyReads.WithLabelValues("ok").Inc()
-	}
-	hs := make([]render.NodeHistory, len(nodes))
-	for i, n := range nodes {
-		hs[i] = render.NodeHistory{Node: n, Operations: r.ops, Err: r.err}
-	}
-	return render.HistorySection(hs, more, b.cfg.NodeHistory.MaxOperations, b.clock.Now())
+	return r.ops, r.err
 }

@@ -158,10 +158,10 @@ func TestNodeHistoryUnreadableStillFiles(t *testing.T) {
 		{desc: "no answer, context ignored", ops: &fakeOps{hang: make(chan struct{})}, want: "no answer from the Kubernetes API within 200ms"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			if tc.ops.hang != nil {
-				t.Cleanup(func() { close(tc.ops.hang) })
-			}
 			e := newEnv(t, historyConfig, withOps(tc.ops, 200*time.Millisecond, nil))
+			if tc.ops.hang != nil {
+				t.Cleanup(func() { close(tc.ops.hang) }) // before the env stops, should a check below fail
+			}
 			start := time.Now()
 			require.Equal(t, http.StatusOK, e.post(gpuLost("gpu-7", false)))
 			e.settle()
@@ -171,6 +171,19 @@ func TestNodeHistoryUnreadableStillFiles(t *testing.T) {
 			require.Contains(t, is.Body, tc.want)
 			require.NotContains(t, is.Body, "No NodeOperations")
 			require.Equal(t, float64(1), e.metric("kubemedic_alertbridge_node_history_reads_total", map[string]string{"result": "error"}))
+			if tc.ops.hang == nil {
+				return
+			}
+			// The diagnostics loop reads the open issue's node too; its read
+			// is bounded the same way, so the bridge still stops.
+			require.Eventually(t, func() bool { return tc.ops.callCount() >= 2 }, 5*time.Second, 20*time.Millisecond)
+			stopped := make(chan struct{})
+			go func() { e.stop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the bridge did not stop: a NodeOperations read that ignores its context holds it")
+			}
 		})
 	}
 }
