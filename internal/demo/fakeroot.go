@@ -410,17 +410,7 @@ const smiECCHealthy = `    ECC Mode
 // for each GPU on the bus, and for a lost GPU the line nvidia-smi prints
 // when it cannot get the GPU's handle. r.mu is held.
 func (r *FakeRoot) queryECC() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "\n==============NVSMI LOG==============\n\n%-55s: %s\n%-55s: 580.159.04\n%-55s: 13.0\n\n%-55s: %d\n",
-		"Timestamp", r.bootTime.UTC().Format("Mon Jan  2 15:04:05 2006"), "Driver Version", "CUDA Version", "Attached GPUs", len(r.GPUs))
-	for _, g := range r.GPUs {
-		if r.lost[g.Index] {
-			fmt.Fprintf(&b, "Unable to determine the device handle for GPU %s: GPU is lost. Reboot the system to recover this GPU\n", g.Bus)
-			continue
-		}
-		fmt.Fprintf(&b, "GPU %s\n%s", g.Bus, smiECCHealthy)
-	}
-	return b.String()
+	return r.smiLog(func(GPU) string { return smiECCHealthy })
 }
 
 // gpuSerial is a GPU's board serial number in the fake.
@@ -431,6 +421,20 @@ func gpuSerial(i int) string { return fmt.Sprintf("165092300%04d", i) }
 // queryECC; a lost GPU as nvidia-smi prints one it cannot reach. r.mu is
 // held.
 func (r *FakeRoot) queryAll() string {
+	return r.smiLog(func(g GPU) string {
+		action := "None"
+		if a, ok := r.asks[g.Index]; ok {
+			action = a.String()
+		}
+		return fmt.Sprintf("    %-51s: NVIDIA H100 80GB HBM3\n    %-51s: %s\n    %-51s: %s\n    %-51s: %s\n%s",
+			"Product Name", "Serial Number", gpuSerial(g.Index), "GPU UUID", g.UUID, "GPU Recovery Action", action, smiECCHealthy)
+	})
+}
+
+// smiLog is an nvidia-smi -q log as driver 580 prints it: the header, then
+// per GPU "GPU <bus>" and its section, or for a lost GPU the line
+// nvidia-smi prints when it cannot get its handle. r.mu is held.
+func (r *FakeRoot) smiLog(section func(GPU) string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n==============NVSMI LOG==============\n\n%-55s: %s\n%-55s: 580.159.04\n%-55s: 13.0\n\n%-55s: %d\n",
 		"Timestamp", r.bootTime.UTC().Format("Mon Jan  2 15:04:05 2006"), "Driver Version", "CUDA Version", "Attached GPUs", len(r.GPUs))
@@ -439,12 +443,7 @@ func (r *FakeRoot) queryAll() string {
 			fmt.Fprintf(&b, "Unable to determine the device handle for GPU %s: GPU is lost. Reboot the system to recover this GPU\n", g.Bus)
 			continue
 		}
-		action := "None"
-		if a, ok := r.asks[g.Index]; ok {
-			action = a.String()
-		}
-		fmt.Fprintf(&b, "GPU %s\n    %-51s: NVIDIA H100 80GB HBM3\n    %-51s: %s\n    %-51s: %s\n    %-51s: %s\n%s",
-			g.Bus, "Product Name", "Serial Number", gpuSerial(g.Index), "GPU UUID", g.UUID, "GPU Recovery Action", action, smiECCHealthy)
+		fmt.Fprintf(&b, "GPU %s\n%s", g.Bus, section(g))
 	}
 	return b.String()
 }

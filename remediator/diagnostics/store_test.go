@@ -140,9 +140,11 @@ func TestSpoolKeepsWhatTheStoreHasNotConfirmed(t *testing.T) {
 	side, err := json.Marshal(sp)
 	require.NoError(t, err)
 	require.NoError(t, writeFileSync(strings.TrimSuffix(sp.Path, bundleExt)+sidecarExt, side))
+	// The stored object dates from an hour ago: an upload would renew it.
+	past := time.Now().Add(-time.Hour).Truncate(time.Second)
+	require.NoError(t, os.Chtimes(s3.ObjectPath(sp.Key), past, past))
 	before, err := os.Stat(s3.ObjectPath(sp.Key))
 	require.NoError(t, err)
-	time.Sleep(20 * time.Millisecond)
 	stored, errs = Flush(ctx, spool, st)
 	require.Empty(t, errs)
 	require.Equal(t, []string{sp.Key}, stored)
