@@ -38,8 +38,9 @@ const (
 	// runs one flush pod and removes the annotation when it ended.
 	AnnotationDiagnosticsFlush = "kubemedic.io/diagnostics-flush"
 	// AnnotationMachineRequestedBy on a Cluster API Machine, a Metal3
-	// BareMetalHost or (for a BMC) a Node names the NodeOperation that asked
-	// to replace or power-cycle it, so that no pass asks twice.
+	// BareMetalHost or a Node names the NodeOperation that asked to replace
+	// or power-cycle it, as name/UID (see MachineRequestMarker), so that no
+	// pass asks twice.
 	AnnotationMachineRequestedBy = "kubemedic.io/machine-requested-by"
 	// AnnotationBareMetalHost on a Node names its Metal3 BareMetalHost as
 	// namespace/name, for clusters whose nodes' providerID does not (CAPM3
@@ -94,3 +95,12 @@ const (
 	AnnotationJanitorTTL     = "janitor/ttl"
 	AnnotationJanitorExpires = "janitor/expires"
 )
+
+// MachineRequestMarker is the value of AnnotationMachineRequestedBy that
+// op leaves: its name, for people, and its UID, so that an operation made
+// again under the same deterministic name (after the first was deleted at
+// the end of its retention) never reads the old one's request as its own.
+func MachineRequestMarker(op *NodeOperation) string {
+	return op.Name + "/" + string(op.UID)
+}
+

@@ -664,7 +664,14 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 		case m.Requested:
 			// Asked in a pass whose status write failed: recorded now,
 			// never asked twice.
-			t.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: m.Target, Action: MachineAction(kind, t.in.Template), Time: metav1.NewTime(t.in.Now)}
+			t.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: machineTarget(m, op), Action: MachineAction(kind, t.in.Template), Time: metav1.NewTime(t.in.Now)}
+		case criterion == v1alpha1.SuccessMachineReplaced && (n == nil || nodeReplaced(op, n)):
+			// The node is gone, or back under a new UID: its machine was
+			// replaced already. Our request's status write was lost and
+			// the MachineHealthCheck acted, with Machine and Node, before
+			// the retry (or someone else replaced it): either way there is
+			// nothing left to ask, and this is not MachineNotFound.
+			t.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: machineTarget(m, op), Action: MachineAction(kind, t.in.Template), Time: metav1.NewTime(t.in.Now)}
 		case m.Missing != "":
 			msg := Truncate(m.Missing, maxMessage)
 			t.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonMachineNotFound, msg)
@@ -693,7 +700,7 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 				msg = fmt.Sprintf("%s is gone: Cluster API replaced the machine", t.Status.MachineRequest.Target)
 			case n == nil:
 				msg = fmt.Sprintf("node %s is gone with its machine", op.Spec.NodeName)
-			case op.Status.NodeUID != "" && string(n.UID) != op.Status.NodeUID && nodeReady(n):
+			case nodeReplaced(op, n) && nodeReady(n):
 				msg = fmt.Sprintf("node %s was replaced: UID %s, was %s, and it is Ready", n.Name, n.UID, op.Status.NodeUID)
 			}
 			if msg != "" {
@@ -726,6 +733,21 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 		what = "the Machine to be replaced"
 	}
 	t.Status.Message = Truncate(fmt.Sprintf("asked %s; waiting for %s, until %s", m.Target, what, deadline.UTC().Format(time.RFC3339)), maxMessage)
+}
+
+// nodeReplaced reports whether n is not the node the operation was admitted
+// on: the same name with another UID.
+func nodeReplaced(op *v1alpha1.NodeOperation, n *corev1.Node) bool {
+	return op.Status.NodeUID != "" && string(n.UID) != op.Status.NodeUID
+}
+
+// machineTarget is what a request is recorded as asking: the target found,
+// else the node's Machine in words.
+func machineTarget(m MachineObservation, op *v1alpha1.NodeOperation) string {
+	if m.Target != "" {
+		return m.Target
+	}
+	return "the Machine of node " + op.Spec.NodeName
 }
 
 // MachineAction says in words what a machine template asks.

@@ -83,8 +83,27 @@ func TestAdvanceMachine(t *testing.T) {
 				require.Empty(t, tr.Events, "no second MachineRequested Event")
 				require.NotNil(t, tr.Status.MachineRequest)
 			}}},
+		{desc: "clusterAPI: the Machine gone but the Node still marked (a lost status write, then the MachineHealthCheck) is the replacement",
+			in: AdvanceInput{Op: running(), Node: node("n1", withUID("uid-a")), Template: capi, Machine: MachineObservation{Requested: true, Gone: true}},
+			want: want{phase: v1alpha1.PhaseVerifying, effect: EffectNone, conditions: []string{"OperationSucceeded=True/MachineReplaced"}, check: func(t *testing.T, tr Transition) {
+				require.Equal(t, "the Machine of node n1", tr.Status.MachineRequest.Target)
+			}}},
+		{desc: "clusterAPI: the node gone before the request was recorded (lost status write, quick replacement) is the replacement, not MachineNotFound",
+			in: AdvanceInput{Op: running(), Template: capi, Machine: MachineObservation{Missing: "no Cluster API Machine for node n1"}},
+			want: want{phase: v1alpha1.PhaseVerifying, effect: EffectNone, conditions: []string{"OperationSucceeded=True/MachineReplaced"}, check: func(t *testing.T, tr Transition) {
+				require.Equal(t, "the Machine of node n1", tr.Status.MachineRequest.Target)
+				for _, e := range tr.Events {
+					require.NotEqual(t, v1alpha1.EventMachineRequested, e.Reason, "not asked now")
+				}
+			}}},
+		{desc: "clusterAPI: the node back under a new UID before the request was recorded is the replacement",
+			in:   AdvanceInput{Op: running(), Node: node("n1", withUID("uid-b")), Template: capi, Machine: MachineObservation{Missing: "no Cluster API Machine for node n1"}},
+			want: want{phase: v1alpha1.PhaseVerifying, effect: EffectNone, conditions: []string{"OperationSucceeded=True/MachineReplaced"}}},
+		{desc: "metal3: a node gone before anything was asked is not a power cycle",
+			in:   AdvanceInput{Op: running(), Template: metal3, Machine: MachineObservation{Missing: "node n1 does not exist, so its BareMetalHost cannot be found"}},
+			want: want{phase: v1alpha1.PhaseFailed, message: "MachineNotFound"}},
 		{desc: "clusterAPI: no Machine fails the step, saying why",
-			in:   AdvanceInput{Op: running(), Node: node("n1"), Template: capi, Machine: MachineObservation{Missing: "no Cluster API Machine for node n1"}},
+			in:   AdvanceInput{Op: running(), Node: node("n1", withUID("uid-a")), Template: capi, Machine: MachineObservation{Missing: "no Cluster API Machine for node n1"}},
 			want: want{phase: v1alpha1.PhaseFailed, message: "MachineNotFound: no Cluster API Machine for node n1", conditions: []string{"OperationSucceeded=False/MachineNotFound"}}},
 		{desc: "clusterAPI: the same node, same UID, is still waiting",
 			in:   AdvanceInput{Op: running(asked(v1alpha1.MachineClusterAPI, machine, ago(time.Minute))), Node: node("n1", withUID("uid-a")), Template: capi, Machine: MachineObservation{Target: machine, Requested: true}},
@@ -103,7 +122,7 @@ func TestAdvanceMachine(t *testing.T) {
 				Node: node("n1", withUID("uid-a")), Template: capi, Machine: MachineObservation{Target: machine, Requested: true}},
 			want: want{phase: v1alpha1.PhaseFailed, effect: EffectNone, message: "OperationTimeout: no success after 20m0s (MachineReplaced) since " + machine + " was asked"}},
 		{desc: "clusterAPI: a request never made (a BMC kept answering 503) fails at the timeout without asking again",
-			in:   AdvanceInput{Op: runningSince(ago(time.Hour)), Node: node("n1"), Template: capi, Machine: MachineObservation{Target: machine}},
+			in:   AdvanceInput{Op: runningSince(ago(time.Hour)), Node: node("n1", withUID("uid-a")), Template: capi, Machine: MachineObservation{Target: machine}},
 			want: want{phase: v1alpha1.PhaseFailed, effect: EffectNone, message: "could not be asked"}},
 		{desc: "verifying: after a replacement the old node gone is success",
 			in:   AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseVerifying), asked(v1alpha1.MachineClusterAPI, machine, ago(time.Minute)))},

@@ -6,10 +6,13 @@
 // reads and writes other projects' objects and the BMC.
 //
 // Asked once: every request leaves the annotation
-// kubemedic.io/machine-requested-by=<operation> where the next pass reads
-// it (on the Machine and the BareMetalHost in the same patch as the
-// request, on the Node right after a BMC accepted the reset), so a pass
-// whose status write failed records the request instead of repeating it.
+// kubemedic.io/machine-requested-by=<operation>/<uid> where the next pass
+// reads it (on the Machine and the BareMetalHost in the same patch as the
+// request, on the Node right after a Machine was asked or a BMC accepted
+// the reset), so a pass whose status write failed records the request
+// instead of repeating it. The Node's marker outlives a Machine that the
+// MachineHealthCheck deleted before that pass: the request was made, and
+// the Machine gone is the replacement.
 //
 // A Machine is the node's only if it is in the cluster the node names
 // (its cluster.x-k8s.io/cluster-namespace and cluster-name annotations,

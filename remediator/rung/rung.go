@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,7 +74,7 @@ func (p *Provider) Observe(ctx context.Context, tpl *v1alpha1.NodeOperationTempl
 		if err != nil || missing != "" {
 			return plan.MachineObservation{Missing: missing}, err
 		}
-		return plan.MachineObservation{Target: redfishTarget(req), Requested: node.Annotations[v1alpha1.AnnotationMachineRequestedBy] == op.Name}, nil
+		return plan.MachineObservation{Target: redfishTarget(req), Requested: markedBy(node, op)}, nil
 	}
 	return plan.MachineObservation{}, fmt.Errorf("template %s asks no machine provider", tpl.Name)
 }
@@ -86,7 +87,14 @@ func (p *Provider) Request(ctx context.Context, tpl *v1alpha1.NodeOperationTempl
 		if err != nil || obj == nil {
 			return errors.Join(err, fmt.Errorf("the Machine of node %s is gone since it was found", op.Spec.NodeName))
 		}
-		return p.annotate(ctx, obj, map[string]any{plan.AnnotationRemediateMachine: "", v1alpha1.AnnotationMachineRequestedBy: op.Name})
+		if err := p.annotate(ctx, obj, map[string]any{plan.AnnotationRemediateMachine: "", v1alpha1.AnnotationMachineRequestedBy: v1alpha1.MachineRequestMarker(op)}); err != nil {
+			return err
+		}
+		// The Node too: the MachineHealthCheck may delete the Machine
+		// before a pass whose status write failed is retried, and the
+		// Node (until it goes as well) still says it was asked. A failed
+		// write here asks the Machine again, which is harmless.
+		return p.markNode(ctx, node, op)
 	case v1alpha1.MachineMetal3:
 		obj, _, err := p.findHost(ctx, node, op)
 		if err != nil || obj == nil {
@@ -96,7 +104,7 @@ func (p *Provider) Request(ctx context.Context, tpl *v1alpha1.NodeOperationTempl
 		if tpl.Spec.Metal3.Mode != "" {
 			mode = tpl.Spec.Metal3.Mode
 		}
-		return p.annotate(ctx, obj, map[string]any{plan.AnnotationMetal3Reboot: fmt.Sprintf(`{"mode":%q}`, mode), v1alpha1.AnnotationMachineRequestedBy: op.Name})
+		return p.annotate(ctx, obj, map[string]any{plan.AnnotationMetal3Reboot: fmt.Sprintf(`{"mode":%q}`, mode), v1alpha1.AnnotationMachineRequestedBy: v1alpha1.MachineRequestMarker(op)})
 	case v1alpha1.MachineRedfish:
 		if node == nil {
 			return &PermanentError{Msg: "node " + op.Spec.NodeName + " does not exist"}
@@ -120,11 +128,33 @@ func (p *Provider) Request(ctx context.Context, tpl *v1alpha1.NodeOperationTempl
 		}
 		// After the BMC accepted: a failed write here means one more
 		// reset on the next pass, never none.
-		n := &corev1.Node{}
-		n.Name = node.Name
-		return p.Client.Patch(ctx, n, mergeAnnotations(map[string]any{v1alpha1.AnnotationMachineRequestedBy: op.Name}))
+		return p.markNode(ctx, node, op)
 	}
 	return fmt.Errorf("template %s asks no machine provider", tpl.Name)
+}
+
+// markNode leaves op's request marker on the node; none is fine.
+func (p *Provider) markNode(ctx context.Context, node *corev1.Node, op *v1alpha1.NodeOperation) error {
+	if node == nil {
+		return nil
+	}
+	n := &corev1.Node{}
+	n.Name = node.Name
+	err := p.Client.Patch(ctx, n, mergeAnnotations(map[string]any{v1alpha1.AnnotationMachineRequestedBy: v1alpha1.MachineRequestMarker(op)}))
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("mark node %s as asked: %w", node.Name, err)
+	}
+	return nil
+}
+
+// markedBy reports whether obj carries op's request marker; a nil obj
+// does not.
+func markedBy[T metav1.Object](obj T, op *v1alpha1.NodeOperation) bool {
+	var none T
+	if any(obj) == any(none) {
+		return false
+	}
+	return obj.GetAnnotations()[v1alpha1.AnnotationMachineRequestedBy] == v1alpha1.MachineRequestMarker(op)
 }
 
 type finder func(ctx context.Context, node *corev1.Node, op *v1alpha1.NodeOperation) (*unstructured.Unstructured, string, error)
@@ -150,10 +180,31 @@ func (p *Provider) observeObject(ctx context.Context, op *v1alpha1.NodeOperation
 		return plan.MachineObservation{Target: r.Target, Requested: true}, nil
 	}
 	obj, missing, err := find(ctx, node, op)
-	if err != nil || obj == nil {
-		return plan.MachineObservation{Missing: missing}, err
+	if err != nil {
+		return plan.MachineObservation{}, err
 	}
-	return plan.MachineObservation{Target: targetOf(obj), Requested: obj.GetAnnotations()[v1alpha1.AnnotationMachineRequestedBy] == op.Name}, nil
+	// Only a Machine's request also marks the Node (see Request).
+	nodeMarked := gvk == MachineGVK && markedBy(node, op)
+	if obj == nil {
+		if nodeMarked {
+			// Asked in a pass whose status write failed, and the Machine
+			// went before this one: the Node still says so, and the
+			// Machine gone is the replacement.
+			return plan.MachineObservation{Target: annotatedMachine(node), Requested: true, Gone: true}, nil
+		}
+		return plan.MachineObservation{Missing: missing}, nil
+	}
+	return plan.MachineObservation{Target: targetOf(obj), Requested: markedBy(obj, op) || nodeMarked}, nil
+}
+
+// annotatedMachine names the Machine that the node's Cluster API
+// annotations name, as targetOf does, or "" when they name none.
+func annotatedMachine(node *corev1.Node) string {
+	m, ns := node.Annotations[annotationCAPIMachine], node.Annotations[annotationCAPINamespace]
+	if m == "" || ns == "" {
+		return ""
+	}
+	return MachineGVK.Kind + " " + ns + "/" + m
 }
 
 // findMachine finds the node's Machine: by the node's

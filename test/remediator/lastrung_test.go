@@ -389,7 +389,9 @@ func TestLastRungClusterAPI(t *testing.T) {
 		a, ok := lrAnnotations(t, env, "Machine", machine)
 		require.True(t, ok)
 		require.Contains(t, a, plan.AnnotationRemediateMachine)
-		require.Equal(t, op.Name, a[v1alpha1.AnnotationMachineRequestedBy])
+		require.Equal(t, v1alpha1.MachineRequestMarker(op), a[v1alpha1.AnnotationMachineRequestedBy])
+		require.Equal(t, op.Name+"/"+string(op.UID), a[v1alpha1.AnnotationMachineRequestedBy], "the marker names the operation and its UID")
+		require.Equal(t, v1alpha1.MachineRequestMarker(op), getNode(t, env, node).Annotations[v1alpha1.AnnotationMachineRequestedBy], "the Node is marked too")
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			require.Equal(c, 1, lrEventCount(c, env, "NodeOperation", op.Name, v1alpha1.EventMachineRequested))
 		}, lrWait, 200*time.Millisecond)
@@ -446,10 +448,17 @@ func TestLastRungClusterAPI(t *testing.T) {
 	require.False(t, getNode(t, env, replaced).Spec.Unschedulable, "the successor is not cordoned")
 
 	// The second Machine is deleted (its node stays, as a MachineSet that
-	// reuses hosts leaves it): gone counts as replaced.
+	// reuses hosts leaves it): gone counts as replaced. And the pass that
+	// asked lost its status write, so only the Node's marker says the
+	// request was made: not MachineNotFound.
+	rem.stop()
+	o := ops[deleted]
+	require.NoError(t, env.Client.Status().Patch(ctx, o, client.RawPatch(types.MergePatchType, []byte(`{"status":{"machineRequest":null}}`))))
+	require.Nil(t, getOp(t, env, o.Name).Status.MachineRequest)
 	require.NoError(t, env.Client.Delete(ctx, lrMachine("m-deleted")))
 	lrHeal(t, env, deleted)
-	lrStepOp(t, env, deleted, "last-rung", lrSucceeded(v1alpha1.ReasonMachineReplaced, "Machine "+lrMachineNS+"/m-deleted is gone"))
+	rem.start()
+	lrStepOp(t, env, deleted, "last-rung", lrSucceeded(v1alpha1.ReasonMachineReplaced, "the Machine of node "+deleted+" is gone"))
 	lrUncordoned(t, env, deleted)
 
 	for _, node := range []string{replaced, deleted} {
@@ -489,7 +498,7 @@ func TestLastRungMetal3(t *testing.T) {
 	a, ok := lrAnnotations(t, env, "BareMetalHost", "host-0")
 	require.True(t, ok)
 	require.Equal(t, `{"mode":"hard"}`, a[plan.AnnotationMetal3Reboot])
-	require.Equal(t, op.Name, a[v1alpha1.AnnotationMachineRequestedBy])
+	require.Equal(t, v1alpha1.MachineRequestMarker(op), a[v1alpha1.AnnotationMachineRequestedBy])
 	require.Contains(t, op.Status.Message, "waiting for the node to reboot (boot ID boot-1)")
 
 	// Metal3 removes reboot.metal3.io once the host is back on; a
@@ -586,7 +595,7 @@ func TestLastRungRedfish(t *testing.T) {
 	require.Equal(t, "ForceRestart", resets[0].ResetType)
 	require.Equal(t, redfishtest.AuthBasic, resets[0].Auth)
 	require.Equal(t, 1, lrStatusCount(bmc, 503), "one 503, then the retry")
-	require.Equal(t, op.Name, getNode(t, env, good).Annotations[v1alpha1.AnnotationMachineRequestedBy])
+	require.Equal(t, v1alpha1.MachineRequestMarker(op), getNode(t, env, good).Annotations[v1alpha1.AnnotationMachineRequestedBy])
 	require.Never(t, func() bool { return len(bmc.Resets()) != 1 }, 2*time.Second, 200*time.Millisecond, "reset again")
 
 	// The wrong password: refused for good, failed at once (not at the
@@ -736,7 +745,7 @@ func TestLastRungBudget(t *testing.T) {
 	lrStepOp(t, env, first, "last-rung", lrSucceeded(v1alpha1.ReasonNodeRebooted, "boot ID boot-2"))
 	op := lrStepOp(t, env, second, "last-rung", lrAsked(v1alpha1.MachineMetal3, "BareMetalHost "+lrMachineNS+"/"+host[second], plan.AnnotationMetal3Reboot))
 	a, _ = lrAnnotations(t, env, "BareMetalHost", host[second])
-	require.Equal(t, op.Name, a[v1alpha1.AnnotationMachineRequestedBy])
+	require.Equal(t, v1alpha1.MachineRequestMarker(op), a[v1alpha1.AnnotationMachineRequestedBy])
 }
 
 // lrLog receives the controller-runtime log of the remediators in this test
