@@ -103,4 +103,3 @@ const (
 func MachineRequestMarker(op *NodeOperation) string {
 	return op.Name + "/" + string(op.UID)
 }
-
