@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/policies"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/rung"
+	"github.com/kubemedic/kubemedic/remediator/rung/redfish/redfishtest"
+	"github.com/kubemedic/kubemedic/test/harness"
+)
+
+// TestBMCResetOnceAfterALostStatusWrite: the pass that reset the node
+// through its BMC and marked the Node loses its status write, and the
+// remediator's cache has not seen the marker yet. The next pass reads the
+// marker from the API server, records the request and does not reset the
+// node a second time. (Reading the Node from the cache here, as before
+// 413b11e, resets it twice, and this test fails.)
+func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts kube-apiserver and etcd; skipped in -short mode")
+	}
+	env := harness.Start(t, localcluster.Options{})
+	ctx := context.Background()
+	c := env.Client
+	const ns = "kubemedic-marker"
+	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+
+	bmc := redfishtest.New(t, redfishtest.Options{Username: "kubemedic", Password: "marker-test-pw"})
+	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc"},
+		Data: map[string][]byte{"username": []byte("kubemedic"), "password": []byte("marker-test-pw")}}))
+	hostLabel, portLabel := policies.ProtectedLabelPrefix+"bmc", policies.ProtectedLabelPrefix+"bmc-port"
+	host, port, ok := strings.Cut(strings.TrimPrefix(bmc.URL, "https://"), ":")
+	require.True(t, ok, bmc.URL)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0", Labels: map[string]string{hostLabel: host, portLabel: port}}}
+	require.NoError(t, c.Create(ctx, node))
+	node.Status.NodeInfo.BootID = "boot-1"
+	require.NoError(t, c.Status().Update(ctx, node))
+	require.NoError(t, c.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: "power-cycle"},
+		Spec: v1alpha1.NodeOperationTemplateSpec{SuccessCriterion: v1alpha1.SuccessNodeRebooted, Redfish: &v1alpha1.RedfishAction{
+			Address:           `https://{{ index .Labels "` + hostLabel + `" }}:{{ index .Labels "` + portLabel + `" }}`,
+			CredentialsSecret: "bmc", ResetType: "PowerCycle", InsecureSkipVerify: true,
+		}}}))
+	op := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "by-hand"},
+		Spec: v1alpha1.NodeOperationSpec{NodeName: "gpu-0", StepAction: v1alpha1.StepAction{Operation: "power-cycle"}}}
+	require.NoError(t, c.Create(ctx, op))
+
+	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	lost := errors.New("the status write was lost")
+	lose := true
+	// The cache: it has not seen the marker on the Node; and the status
+	// write recording the request is lost once.
+	cached := interceptor.NewClient(ww, interceptor.Funcs{
+		Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := cl.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if n, isNode := obj.(*corev1.Node); isNode {
+				delete(n.Annotations, v1alpha1.AnnotationMachineRequestedBy)
+			}
+			return nil
+		},
+		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if o, isOp := obj.(*v1alpha1.NodeOperation); isOp && lose && o.Status.MachineRequest != nil {
+				lose = false
+				return lost
+			}
+			return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	r := &OperationReconciler{Client: cached, Reader: c, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(time.Now()),
+		Metrics: NewMetrics(c), Namespace: ns, ledger: &ledger{client: c, reader: c, namespace: ns},
+		Machines: &rung.Provider{Client: c, Reader: c, Namespace: ns}}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
+
+	_, err = r.Reconcile(ctx, req)
+	require.ErrorIs(t, err, lost)
+	require.Len(t, bmc.Resets(), 1, "the first pass resets the node")
+	got := &v1alpha1.NodeOperation{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), got))
+	require.Nil(t, got.Status.MachineRequest, "the status write recording the request was lost")
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(node), node))
+	require.Equal(t, v1alpha1.MachineRequestMarker(got), node.Annotations[v1alpha1.AnnotationMachineRequestedBy], "the Node carries the marker")
+
+	for range 3 {
+		_, err = r.Reconcile(ctx, req)
+		require.NoError(t, err)
+	}
+	require.Len(t, bmc.Resets(), 1, "the node was power-cycled twice")
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), got))
+	require.Equal(t, v1alpha1.PhaseRunning, got.Status.Phase, got.Status.Message)
+	require.NotNil(t, got.Status.MachineRequest, "the request is recorded from the marker")
+	require.Contains(t, got.Status.MachineRequest.Target, host)
+}
