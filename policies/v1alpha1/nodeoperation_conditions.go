@@ -136,4 +136,11 @@ const (
 	EventOperationCreated = "OperationCreated"
 	// EventCreateFailed: a RemediationPolicy failed to create an operation.
 	EventCreateFailed = "CreateFailed"
+	// EventGPUExclusionMoved, on a Node: the DeviceTaintRule excluding one
+	// of its GPUs was made to select that GPU's new device name (the
+	// driver numbered the devices again, after a reboot).
+	EventGPUExclusionMoved = "GPUExclusionMoved"
+	// EventGPUExclusionReleased, on a Node: a DeviceTaintRule was deleted
+	// because its device is another GPU now, or its node is gone.
+	EventGPUExclusionReleased = "GPUExclusionReleased"
 )

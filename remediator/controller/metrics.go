@@ -21,6 +21,7 @@ type Metrics struct {
 	timeToRemediate *prometheus.HistogramVec
 	notifications   *prometheus.CounterVec
 	captures        *prometheus.CounterVec
+	ruleChecks      *prometheus.CounterVec
 	objects         *objectCollector
 }
 
@@ -56,6 +57,10 @@ func NewMetrics(reader client.Reader) *Metrics {
 			Name: "kubemedic_remediation_captures_total",
 			Help: "Diagnostics captures that ended, by policy and result: Captured, Partial (a bundle, some parts failed) or Failed (no bundle; the repair went on unless the capture was required).",
 		}, []string{"policy", "result"}),
+		ruleChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_remediation_gpu_exclusion_checks_total",
+			Help: "Checks of kubemedic's DeviceTaintRules against the devices their nodes publish, by verdict: Keep (selects its GPU, or no device), Move (the GPU has another device name now; the rule follows it), Release (the device is another GPU now, or the node is gone; the rule is deleted), Unknown (nothing published yet, or ambiguous; the rule stays), Error (the check or its write failed).",
+		}, []string{"verdict"}),
 		objects: &objectCollector{reader: reader,
 			operations: prometheus.NewDesc("kubemedic_remediation_operations",
 				"NodeOperations by policy, step and phase.", []string{"policy", "step", "phase"}, nil),
@@ -72,7 +77,10 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, result := range []string{notificationSent, notificationFailed, notificationDropped} {
 		m.notifications.WithLabelValues(result)
 	}
-	for _, c := range []prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.objects} {
+	for _, v := range []string{"Keep", "Move", "Release", "Unknown", "Error"} {
+		m.ruleChecks.WithLabelValues(v)
+	}
+	for _, c := range []prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.ruleChecks, m.objects} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -131,6 +131,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	log.FromContext(ctx).Info("GPU exclusion", "deviceTaintRule", dra,
 		"path", map[bool]string{true: "a GPU-scoped operation taints the GPU alone (DeviceTaintRule)", false: "a GPU-scoped operation cordons the node (no DeviceTaintRule served)"}[dra])
+	if dra {
+		keeper := &ruleKeeper{Client: c, Reader: mgr.GetAPIReader(), Recorder: recorder, Metrics: m}
+		if err := mgr.Add(keeper); err != nil {
+			return fmt.Errorf("set up the DeviceTaintRule check: %w", err)
+		}
+	}
 	or := &OperationReconciler{
 		Machines: &rung.Provider{Client: c, Reader: mgr.GetAPIReader(), Namespace: opts.Namespace},
 		DRA:      dra,

@@ -30,6 +30,9 @@ const (
 	ManagedBy = "kubemedic"
 	// AnnotationOperation names the NodeOperation that applied the rule.
 	AnnotationOperation = "kubemedic.io/operation"
+	// AnnotationNode names the node whole: LabelNode holds at most 63
+	// characters of a name that may have 253.
+	AnnotationNode = "kubemedic.io/node"
 
 	// UUIDAttribute is the name of the device attribute holding the GPU
 	// UUID, without its domain.
@@ -61,10 +64,30 @@ func (d Device) String() string { return d.Driver + "/" + d.Pool + "/" + d.Name 
 // generation count, as for the scheduler. No match, or more than one, is
 // an error.
 func Find(slices []resourcev1.ResourceSlice, node, uuid string) (Device, error) {
-	want := normalizeUUID(uuid)
-	if want == "" {
+	if normalizeUUID(uuid) == "" {
 		return Device{}, fmt.Errorf("find GPU on node %s: empty UUID %q", node, uuid)
 	}
+	found, looked := findAll(slices, node, uuid)
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return Device{}, fmt.Errorf("no device with %s %s on node %s (looked at %d of %d ResourceSlices)",
+			UUIDAttribute, uuid, node, looked, len(slices))
+	default:
+		names := make([]string, len(found))
+		for i, d := range found {
+			names[i] = d.String()
+		}
+		return Device{}, fmt.Errorf("%d devices with %s %s on node %s (looked at %d of %d ResourceSlices): %s",
+			len(found), UUIDAttribute, uuid, node, looked, len(slices), strings.Join(names, ", "))
+	}
+}
+
+// findAll returns the devices on node whose uuid attribute is uuid (see
+// Find), and how many slices it looked at.
+func findAll(slices []resourcev1.ResourceSlice, node, uuid string) (found []Device, looked int) {
+	want := normalizeUUID(uuid)
 	newest := map[[2]string]int64{} // (driver, pool) -> newest generation
 	for i := range slices {
 		s := &slices[i].Spec
@@ -73,8 +96,6 @@ func Find(slices []resourcev1.ResourceSlice, node, uuid string) (Device, error) 
 			newest[k] = s.Pool.Generation
 		}
 	}
-	var found []Device
-	looked := 0
 	for i := range slices {
 		s := &slices[i].Spec
 		if s.Pool.Generation != newest[[2]string{s.Driver, s.Pool.Name}] {
@@ -91,25 +112,12 @@ func Find(slices []resourcev1.ResourceSlice, node, uuid string) (Device, error) 
 			if !sliceOnNode && ptr.Deref(dev.NodeName, "") != node {
 				continue
 			}
-			if deviceUUID(dev) == want {
+			if want != "" && deviceUUID(dev) == want {
 				found = append(found, Device{Driver: s.Driver, Pool: s.Pool.Name, Name: dev.Name})
 			}
 		}
 	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return Device{}, fmt.Errorf("no device with %s %s on node %s (looked at %d of %d ResourceSlices)",
-			UUIDAttribute, uuid, node, looked, len(slices))
-	default:
-		names := make([]string, len(found))
-		for i, d := range found {
-			names[i] = d.String()
-		}
-		return Device{}, fmt.Errorf("%d devices with %s %s on node %s (looked at %d of %d ResourceSlices): %s",
-			len(found), UUIDAttribute, uuid, node, looked, len(slices), strings.Join(names, ", "))
-	}
+	return found, looked
 }
 
 // deviceUUID returns the normalized string value of dev's uuid attribute,
@@ -206,7 +214,7 @@ func Rule(d Device, node, uuid, opName, reason string) *resourcev1beta2.DeviceTa
 				LabelGPUUUID:   LabelValue(CanonicalUUID(uuid)),
 				LabelManagedBy: ManagedBy,
 			},
-			Annotations: map[string]string{AnnotationOperation: opName},
+			Annotations: map[string]string{AnnotationOperation: opName, AnnotationNode: node},
 		},
 		Spec: resourcev1beta2.DeviceTaintRuleSpec{
 			DeviceSelector: &resourcev1beta2.DeviceTaintSelector{
@@ -306,4 +314,126 @@ func Remove(ctx context.Context, c client.Client, reader client.Reader, node, uu
 		return false, fmt.Errorf("delete DeviceTaintRule %s: %w", cur.Name, err)
 	}
 	return true, nil
+}
+
+// Verdict is what Check finds of a rule against the node's devices now.
+type Verdict int
+
+const (
+	// Keep: the rule selects its GPU, or selects no device at all.
+	Keep Verdict = iota
+	// Move: the GPU is another device now (the driver numbered the node's
+	// devices again, after a reboot); the rule must select To.
+	Move
+	// Release: the rule selects another GPU now, or its node is gone; it
+	// must be deleted, or it keeps a healthy GPU from being scheduled.
+	Release
+	// Unknown: the node's devices cannot tell (not published, a device
+	// without a uuid, two devices with the GPU's UUID); the rule stays as it
+	// is.
+	Unknown
+)
+
+func (v Verdict) String() string {
+	return [...]string{"Keep", "Move", "Release", "Unknown"}[v]
+}
+
+// Checked is Check's answer: the verdict, the device to move the rule to
+// (Move), and why, in words for an Event.
+type Checked struct {
+	Verdict Verdict
+	To      Device
+	Why     string
+}
+
+// Check compares a kubemedic rule with the devices its node publishes now.
+// A rule selects a device by driver, pool and name, which a driver may give
+// another GPU after a reboot, or a new GPU in the same slot; the rule's
+// GPU is its LabelGPUUUID label. nodeGone says the node no longer exists:
+// its GPUs went with it (a machine replaced), and a node that joins under
+// the name later must not inherit the rule. Check never releases on
+// missing evidence: a node whose driver has published no ResourceSlice
+// (yet) is Unknown.
+func Check(rule *resourcev1beta2.DeviceTaintRule, slices []resourcev1.ResourceSlice, nodeGone bool) Checked {
+	node, uuid := NodeOf(rule), rule.Labels[LabelGPUUUID]
+	if nodeGone {
+		return Checked{Verdict: Release, Why: fmt.Sprintf("node %s is gone, and GPU %s with it", node, uuid)}
+	}
+	sel := rule.Spec.DeviceSelector
+	if uuid == "" || sel == nil || sel.Driver == nil || sel.Pool == nil || sel.Device == nil {
+		return Checked{Verdict: Unknown, Why: fmt.Sprintf("rule %s names no GPU UUID or selects no single device: not kubemedic's form", rule.Name)}
+	}
+	was := Device{Driver: *sel.Driver, Pool: *sel.Pool, Name: *sel.Device}
+	published := 0
+	for i := range slices {
+		if slices[i].Spec.Driver == was.Driver {
+			published++
+		}
+	}
+	if published == 0 {
+		return Checked{Verdict: Unknown, Why: fmt.Sprintf("driver %s publishes no ResourceSlice on node %s (not yet, after a reboot?): rule %s stays", was.Driver, node, rule.Name)}
+	}
+	found, _ := findAll(slices, node, uuid)
+	switch {
+	case len(found) == 1 && found[0] == was:
+		return Checked{Verdict: Keep, Why: fmt.Sprintf("GPU %s is still device %s", uuid, was)}
+	case len(found) == 1:
+		return Checked{Verdict: Move, To: found[0], Why: fmt.Sprintf("GPU %s is device %s now, was %s", uuid, found[0], was)}
+	case len(found) > 1:
+		return Checked{Verdict: Unknown, Why: fmt.Sprintf("%d devices on node %s claim GPU %s: rule %s stays", len(found), node, uuid, rule.Name)}
+	}
+	// The GPU is not listed on the node: what does the rule select now?
+	for _, other := range devicesNamed(slices, node, was) {
+		switch u := deviceUUID(other); {
+		case u == "":
+			return Checked{Verdict: Unknown, Why: fmt.Sprintf("GPU %s is not listed on node %s, and device %s has no %s attribute to tell which GPU it is", uuid, node, was, UUIDAttribute)}
+		case u != normalizeUUID(uuid):
+			return Checked{Verdict: Release, Why: fmt.Sprintf("device %s is GPU %s now, not %s, which node %s no longer lists (replaced, or not published after a reboot)", was, CanonicalUUID(u), uuid, node)}
+		}
+	}
+	return Checked{Verdict: Keep, Why: fmt.Sprintf("GPU %s is not listed on node %s, and the rule selects no device now", uuid, node)}
+}
+
+// devicesNamed returns the devices of the newest generation of d's pool on
+// node that are named as d.
+func devicesNamed(slices []resourcev1.ResourceSlice, node string, d Device) []*resourcev1.Device {
+	var newest int64 = -1
+	for i := range slices {
+		s := &slices[i].Spec
+		if s.Driver == d.Driver && s.Pool.Name == d.Pool && s.Pool.Generation > newest {
+			newest = s.Pool.Generation
+		}
+	}
+	var out []*resourcev1.Device
+	for i := range slices {
+		s := &slices[i].Spec
+		if s.Driver != d.Driver || s.Pool.Name != d.Pool || s.Pool.Generation != newest {
+			continue
+		}
+		sliceOnNode := ptr.Deref(s.NodeName, "") == node
+		for j := range s.Devices {
+			dev := &s.Devices[j]
+			if dev.Name == d.Name && (sliceOnNode || ptr.Deref(dev.NodeName, "") == node) {
+				out = append(out, dev)
+			}
+		}
+	}
+	return out
+}
+
+// NodeOf returns the node a kubemedic rule is for: its AnnotationNode, or,
+// on a rule made before that annotation, its LabelNode.
+func NodeOf(rule *resourcev1beta2.DeviceTaintRule) string {
+	if n := rule.Annotations[AnnotationNode]; n != "" {
+		return n
+	}
+	return rule.Labels[LabelNode]
+}
+
+// Moved returns rule selecting device to instead, labels and annotations
+// kept.
+func Moved(rule *resourcev1beta2.DeviceTaintRule, to Device) *resourcev1beta2.DeviceTaintRule {
+	r := rule.DeepCopy()
+	r.Spec.DeviceSelector = &resourcev1beta2.DeviceTaintSelector{Driver: ptr.To(to.Driver), Pool: ptr.To(to.Pool), Device: ptr.To(to.Name)}
+	return r
 }

@@ -205,7 +205,7 @@ func TestRule(t *testing.T) {
 		LabelGPUUUID:   badUUID,
 		LabelManagedBy: "kubemedic",
 	}, r.Labels)
-	require.Equal(t, map[string]string{AnnotationOperation: "replace-gpu-x7k2p"}, r.Annotations)
+	require.Equal(t, map[string]string{AnnotationOperation: "replace-gpu-x7k2p", AnnotationNode: "gpu-node-000"}, r.Annotations)
 	require.Equal(t, &resourcev1beta2.DeviceTaintSelector{Driver: ptr.To(d.Driver), Pool: ptr.To(d.Pool), Device: ptr.To(d.Name)}, r.Spec.DeviceSelector)
 	require.Equal(t, resourcev1beta2.DeviceTaint{
 		Key:    TaintKey,
@@ -276,6 +276,88 @@ func TestServedByDiscovery(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// TestCheck: a rule follows its GPU when the driver numbers the node's
+// devices again, is released when its device is another GPU now or its
+// node is gone, and stays on missing or ambiguous evidence.
+func TestCheck(t *testing.T) {
+	const node, driver = "gpu-node-000", "gpu.example.com"
+	// The rule excludes badUUID as device gpu-3.
+	rule := Rule(Device{Driver: driver, Pool: node, Name: "gpu-3"}, node, badUUID, "op", "XidReset")
+	longNode := strings.Repeat("rack-17-", 9) + "gpu-node"
+	longRule := Rule(Device{Driver: driver, Pool: longNode, Name: "gpu-3"}, longNode, badUUID, "op", "XidReset")
+	oldRule := rule.DeepCopy()
+	delete(oldRule.Annotations, AnnotationNode)
+	foreign := rule.DeepCopy()
+	foreign.Spec.DeviceSelector.Device = nil
+	newUUID := "GPU-11111111-2222-3333-4444-555555555555"
+	noUUID := gpus(8, "uuid", 3, badUUID)
+	noUUID[3] = dev("gpu-3", map[string]any{"gpu.nvidia.com/index": int64(3)})
+	twice := gpus(8, "uuid", 3, badUUID)
+	twice[5] = dev("gpu-5", map[string]any{"uuid": badUUID})
+	for _, tc := range []struct {
+		desc     string
+		rule     *resourcev1beta2.DeviceTaintRule
+		slices   []resourcev1.ResourceSlice
+		nodeGone bool
+		want     Verdict
+		to       string
+		why      string
+	}{
+		{desc: "the GPU is still the device", rule: rule,
+			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 1, gpus(8, "uuid", 3, badUUID)...)},
+			want:   Keep, why: "still device"},
+		{desc: "renumbered after a reboot: the rule moves with the GPU", rule: rule,
+			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 2, gpus(8, "gpu.example.com/uuid", 6, badUUID)...)},
+			want:   Move, to: driver + "/" + node + "/gpu-6", why: "is device " + driver + "/" + node + "/gpu-6 now, was " + driver + "/" + node + "/gpu-3"},
+		{desc: "an older generation of the pool does not count", rule: rule,
+			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 1, gpus(8, "uuid", 3, badUUID)...), slice(node, driver, node, 2, gpus(8, "uuid", 5, badUUID)...)},
+			want:   Move, to: driver + "/" + node + "/gpu-5"},
+		{desc: "a new card in the slot: the device is another GPU, the rule is released", rule: rule,
+			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 2, gpus(8, "uuid", 3, newUUID)...)},
+			want:   Release, why: "device " + driver + "/" + node + "/gpu-3 is GPU " + newUUID + " now"},
+		{desc: "the node is gone (machine replaced)", rule: rule, nodeGone: true, want: Release, why: "node " + node + " is gone"},
+		{desc: "a long node name is read from the annotation, not the cut label", rule: longRule,
+			slices: []resourcev1.ResourceSlice{slice(longNode, driver, longNode, 1, gpus(8, "uuid", 2, badUUID)...)},
+			want:   Move, to: driver + "/" + longNode + "/gpu-2"},
+		{desc: "a rule made before the node annotation uses the label", rule: oldRule,
+			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 1, gpus(8, "uuid", 3, badUUID)...)},
+			want:   Keep},
+		{desc: "no slice published (the driver is not up after a reboot): unknown, never released", rule: rule,
+			want: Unknown, why: "publishes no ResourceSlice on node " + node},
+		{desc: "only another driver's slices: unknown", rule: rule,
+			slices: []resourcev1.ResourceSlice{slice(node, "nic.example.com", node, 1, gpus(2, "uuid", 0, newUUID)...)},
+			want:   Unknown},
+		{desc: "the GPU is not listed and its device is gone too: the rule selects nothing and stays", rule: rule,
+			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 1, gpus(3, "uuid", -1, "")...)},
+			want:   Keep, why: "selects no device now"},
+		{desc: "the device has no uuid attribute: unknown", rule: rule,
+			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 1, noUUID...)},
+			want:   Unknown, why: "no uuid attribute"},
+		{desc: "two devices claim the GPU: unknown", rule: rule,
+			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 1, twice...)},
+			want:   Unknown, why: "2 devices"},
+		{desc: "another node's slice is not this node's", rule: rule,
+			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 1, gpus(8, "uuid", 3, badUUID)...), slice("gpu-node-001", driver, "gpu-node-001", 1, gpus(8, "uuid", 4, badUUID)...)},
+			want:   Keep},
+		{desc: "a rule not in kubemedic's form is left alone", rule: foreign,
+			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 1, gpus(8, "uuid", 3, newUUID)...)},
+			want:   Unknown, why: "not kubemedic's form"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			got := Check(tc.rule, tc.slices, tc.nodeGone)
+			require.Equal(t, tc.want, got.Verdict, got.Why)
+			if tc.to != "" {
+				require.Equal(t, tc.to, got.To.String())
+				moved := Moved(tc.rule, got.To)
+				require.Equal(t, got.To.Name, *moved.Spec.DeviceSelector.Device)
+				require.Equal(t, tc.rule.Labels, moved.Labels)
+				require.Equal(t, "gpu-3", *tc.rule.Spec.DeviceSelector.Device, "Moved does not change its input")
+			}
+			require.Contains(t, got.Why, tc.why)
 		})
 	}
 }

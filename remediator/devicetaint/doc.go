@@ -35,6 +35,17 @@
 // rule is named deterministically from (node, UUID), so applying it again
 // is a no-op and Remove needs only the node and the UUID.
 //
+// # Rules follow their GPU
+//
+// A rule selects a device by name, which a driver may give another GPU
+// after a reboot, or a new card in the same slot. Check compares a rule
+// with what its node publishes now: Move when the GPU has another device
+// name, Release when the rule's device is another GPU (and the rule's GPU
+// is listed nowhere) or the node is gone, Keep or Unknown otherwise.
+// Missing evidence (no slice of the driver published yet, a device without
+// a uuid) is Unknown and never releases a rule. The remediator applies the
+// verdicts every minute.
+//
 // # Without DRA
 //
 // DeviceTaintRule is a beta API that Kubernetes 1.36 serves only as

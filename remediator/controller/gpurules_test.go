@@ -1,0 +1,146 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	resourcev1beta2 "k8s.io/api/resource/v1beta2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/devicetaint"
+	"github.com/kubemedic/kubemedic/test/harness"
+	"github.com/kubemedic/kubemedic/test/metricstest"
+)
+
+// TestRuleKeeper, on an API server that serves DRA: a GPU's rule follows
+// the GPU when the driver republishes the node's devices under other names
+// (a reboot), is deleted when its device is a new card or its node is
+// gone, and stays while the node publishes nothing. Each change is an
+// Event on the node, and each verdict is counted.
+func TestRuleKeeper(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts kube-apiserver and etcd; skipped in -short mode")
+	}
+	env := harness.Start(t, localcluster.Options{DRA: true})
+	ctx := context.Background()
+	c := env.Client
+	const driver = "gpu.example.com"
+	uuid := func(i int) string { return fmt.Sprintf("GPU-00000000-0000-4000-8000-%012x", i) }
+	bad, gone, quiet := uuid(1), uuid(20), uuid(30)
+	for _, n := range []string{"gpu-0", "gpu-1", "gpu-2"} {
+		require.NoError(t, c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}))
+	}
+	// publish replaces node's slice with one of the given generation whose
+	// device gpu-i is GPU uuids[i].
+	publish := func(node string, gen int64, uuids ...string) {
+		t.Helper()
+		s := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-" + driver}}
+		err := c.Get(ctx, client.ObjectKeyFromObject(s), s)
+		require.NoError(t, client.IgnoreNotFound(err))
+		s.Spec = resourcev1.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
+			Pool: resourcev1.ResourcePool{Name: node, Generation: gen, ResourceSliceCount: 1}}
+		for i, u := range uuids {
+			s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{Name: fmt.Sprintf("gpu-%d", i),
+				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"uuid": {StringValue: ptr.To(u)}}})
+		}
+		if apierrors.IsNotFound(err) {
+			require.NoError(t, c.Create(ctx, s))
+		} else {
+			require.NoError(t, c.Update(ctx, s))
+		}
+	}
+	exclude := func(node string, device int, uuid string, permanent bool) {
+		t.Helper()
+		r := devicetaint.Rule(devicetaint.Device{Driver: driver, Pool: node, Name: fmt.Sprintf("gpu-%d", device)}, node, uuid, "op-"+node, "XidResetRequired")
+		if permanent {
+			r.Annotations[devicetaint.AnnotationPermanent] = "op-" + node
+		}
+		require.NoError(t, devicetaint.Apply(ctx, c, c, r))
+	}
+	rule := func(node, uuid string) *resourcev1beta2.DeviceTaintRule {
+		t.Helper()
+		r := &resourcev1beta2.DeviceTaintRule{}
+		err := c.Get(ctx, client.ObjectKey{Name: devicetaint.RuleName(node, uuid)}, r)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		require.NoError(t, err)
+		return r
+	}
+	recorder := events.NewFakeRecorder(100)
+	m := NewMetrics(c)
+	reg := prometheus.NewRegistry()
+	require.NoError(t, m.Register(reg))
+	k := &ruleKeeper{Client: c, Reader: c, Recorder: recorder, Metrics: m}
+	drained := func() []string {
+		var out []string
+		for {
+			select {
+			case e := <-recorder.Events:
+				out = append(out, e)
+			default:
+				return out
+			}
+		}
+	}
+	count := func(v string) float64 {
+		return metricstest.Value(t, reg, "kubemedic_remediation_gpu_exclusion_checks_total", map[string]string{"verdict": v})
+	}
+
+	// gpu-0's GPU 1 is excluded for good; gpu-1's GPU 20 for a repair;
+	// gpu-2 has a rule but its driver has published nothing.
+	publish("gpu-0", 1, uuid(0), bad, uuid(2), uuid(3))
+	publish("gpu-1", 1, uuid(21), gone)
+	exclude("gpu-0", 1, bad, true)
+	exclude("gpu-1", 1, gone, false)
+	exclude("gpu-2", 0, quiet, false)
+	require.NoError(t, k.checkAll(ctx))
+	require.Equal(t, float64(2), count("Keep"))
+	require.Equal(t, float64(1), count("Unknown"), "gpu-2 publishes nothing")
+	require.Empty(t, drained(), "nothing changed, nothing told")
+	before := rule("gpu-0", bad).ResourceVersion
+
+	// gpu-0 rebooted and its driver numbered the GPUs again: the bad one
+	// is gpu-3 now, and gpu-1 is a healthy GPU.
+	publish("gpu-0", 2, uuid(0), uuid(3), uuid(2), bad)
+	require.NoError(t, k.checkAll(ctx))
+	r := rule("gpu-0", bad)
+	require.Equal(t, "gpu-3", *r.Spec.DeviceSelector.Device, "the rule follows its GPU")
+	require.NotEqual(t, before, r.ResourceVersion)
+	require.Equal(t, "op-gpu-0", r.Annotations[devicetaint.AnnotationPermanent], "a permanent rule stays permanent")
+	require.Equal(t, float64(1), count("Move"))
+	ev := drained()
+	require.Len(t, ev, 1, ev)
+	require.Contains(t, ev[0], "Normal "+v1alpha1.EventGPUExclusionMoved+" ")
+	require.Contains(t, ev[0], "is device "+driver+"/gpu-0/gpu-3 now, was "+driver+"/gpu-0/gpu-1")
+	require.NoError(t, k.checkAll(ctx))
+	require.Equal(t, float64(1), count("Move"), "moved once")
+
+	// gpu-1 was replaced by Cluster API: the node is gone.
+	require.NoError(t, c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}))
+	// gpu-0's bad card was swapped for a new one in the same slot.
+	publish("gpu-0", 3, uuid(0), uuid(3), uuid(2), uuid(40))
+	require.NoError(t, k.checkAll(ctx))
+	require.Nil(t, rule("gpu-1", gone), "the rule of a gone node is deleted")
+	require.Nil(t, rule("gpu-0", bad), "a rule whose device is a new card is deleted, permanent or not")
+	require.NotNil(t, rule("gpu-2", quiet), "missing evidence never releases a rule")
+	require.Equal(t, float64(2), count("Release"))
+	ev = drained()
+	require.Len(t, ev, 1, "one Event, on the node that is still there: %v", ev)
+	require.Contains(t, ev[0], "Warning "+v1alpha1.EventGPUExclusionReleased+" ")
+	require.Contains(t, ev[0], "device "+driver+"/gpu-0/gpu-3 is GPU "+uuid(40)+" now, not "+bad)
+	require.True(t, strings.Contains(ev[0], "gpu-history"), "the note says where the GPU's record stays: %s", ev[0])
+	require.Equal(t, float64(0), count("Error"))
+}
