@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kubemedic/kubemedic/detectors/gpuaction"
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 )
 
 // Paths inside a fake root, as the detectors read them with --root.
@@ -480,9 +481,7 @@ func (r *FakeRoot) append(p, content string) error {
 // kernelBus is the PCI bus ID of a node's i-th GPU as the kernel log and
 // the detectors' conditions write it (4-digit domain); nvidia-smi prints it
 // with an 8-digit domain.
-func kernelBus(i int) string {
-	return fmt.Sprintf("0000:%02x:00.0", 0x18+8*i)
-}
+func kernelBus(i int) string { return localcluster.GPUBus(i) }
 
 // gpuUUID is the UUID of a node's GPU, the same in nvidia-smi and on
 // dcgm-exporter.

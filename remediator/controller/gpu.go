@@ -21,13 +21,15 @@ import (
 	"github.com/kubemedic/kubemedic/remediator/plan"
 )
 
-// device finds the operation's GPU as a DRA device, or says why it cannot
-// be excluded alone.
+// device finds the operation's GPU as a DRA device, by the UUID its
+// trigger names, else by its PCI bus ID (the xid check's messages have no
+// UUID; the device's uuid attribute gives it), or says why it cannot be
+// excluded alone.
 func (r *OperationReconciler) device(ctx context.Context, op *v1alpha1.NodeOperation) (*plan.Device, string, error) {
 	g := op.Status.GPU
 	switch {
-	case g == nil || g.UUID == "":
-		return nil, "the trigger names no GPU UUID", nil
+	case g == nil || (g.UUID == "" && g.BusID == ""):
+		return nil, "the trigger names no GPU", nil
 	case !r.DRA:
 		return nil, "the API server does not serve " + devicetaint.GroupVersion.String() + " DeviceTaintRule", nil
 	}
@@ -35,11 +37,17 @@ func (r *OperationReconciler) device(ctx context.Context, op *v1alpha1.NodeOpera
 	if err := r.Reader.List(ctx, &slices, client.MatchingFields{"spec.nodeName": op.Spec.NodeName}); err != nil {
 		return nil, "", fmt.Errorf("list ResourceSlices of node %s: %w", op.Spec.NodeName, err)
 	}
-	d, err := devicetaint.Find(slices.Items, op.Spec.NodeName, g.UUID)
+	var d devicetaint.Device
+	var err error
+	if g.UUID != "" {
+		d, err = devicetaint.Find(slices.Items, op.Spec.NodeName, g.UUID)
+	} else {
+		d, err = devicetaint.FindByBus(slices.Items, op.Spec.NodeName, g.BusID)
+	}
 	if err != nil {
 		return nil, err.Error(), nil
 	}
-	return &plan.Device{Driver: d.Driver, Pool: d.Pool, Name: d.Name, Rule: devicetaint.RuleName(op.Spec.NodeName, g.UUID)}, "", nil
+	return &plan.Device{Driver: d.Driver, Pool: d.Pool, Name: d.Name, UUID: d.UUID, Rule: devicetaint.RuleName(op.Spec.NodeName, d.UUID)}, "", nil
 }
 
 // excludeGPU applies the DeviceTaintRule of the operation's GPU.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	resourcev1 "k8s.io/api/resource/v1"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
 
 const (
@@ -51,10 +54,20 @@ const (
 // Kubernetes 1.36 serves DeviceTaintRule as v1beta2 (and v1alpha3), not v1.
 var GroupVersion = resourcev1beta2.SchemeGroupVersion
 
-// Device is one device in a ResourceSlice.
-type Device struct{ Driver, Pool, Name string }
+// Device is one device in a ResourceSlice. UUID is its GPU's, as NVML
+// prints it, from its uuid attribute ("" when it has none); it is not part
+// of the device's identity.
+type Device struct {
+	Driver, Pool, Name string
+	UUID               string
+}
 
 func (d Device) String() string { return d.Driver + "/" + d.Pool + "/" + d.Name }
+
+// Same reports whether d and o are the same device: driver, pool and name.
+func (d Device) Same(o Device) bool {
+	return d.Driver == o.Driver && d.Pool == o.Pool && d.Name == o.Name
+}
 
 // Find returns the device on node whose "uuid" attribute (bare or with any
 // domain, e.g. "gpu.nvidia.com/uuid"; a string) equals uuid, ignoring case
@@ -88,6 +101,12 @@ func Find(slices []resourcev1.ResourceSlice, node, uuid string) (Device, error) 
 // Find), and how many slices it looked at.
 func findAll(slices []resourcev1.ResourceSlice, node, uuid string) (found []Device, looked int) {
 	want := normalizeUUID(uuid)
+	return findWhere(slices, node, func(dev *resourcev1.Device) bool { return want != "" && deviceUUID(dev) == want })
+}
+
+// findWhere returns the devices on node (see Find) for which match holds,
+// in the newest generation of each pool, and how many slices it looked at.
+func findWhere(slices []resourcev1.ResourceSlice, node string, match func(*resourcev1.Device) bool) (found []Device, looked int) {
 	newest := map[[2]string]int64{} // (driver, pool) -> newest generation
 	for i := range slices {
 		s := &slices[i].Spec
@@ -112,12 +131,66 @@ func findAll(slices []resourcev1.ResourceSlice, node, uuid string) (found []Devi
 			if !sliceOnNode && ptr.Deref(dev.NodeName, "") != node {
 				continue
 			}
-			if want != "" && deviceUUID(dev) == want {
-				found = append(found, Device{Driver: s.Driver, Pool: s.Pool.Name, Name: dev.Name})
+			if match(dev) {
+				d := Device{Driver: s.Driver, Pool: s.Pool.Name, Name: dev.Name}
+				if u := deviceUUID(dev); u != "" {
+					d.UUID = CanonicalUUID(u)
+				}
+				found = append(found, d)
 			}
 		}
 	}
 	return found, looked
+}
+
+// BusAttributes are the device attributes, without their domain, that
+// hold a GPU's PCI bus ID: the NVIDIA DRA driver's pcieBusID, and
+// pciBusID, the name Kubernetes' standard attribute
+// resource.kubernetes.io/pciBusID has.
+var BusAttributes = []string{"pcieBusID", "pciBusID"}
+
+// FindByBus returns the device on node whose PCI bus ID attribute (see
+// BusAttributes; compared after gpuhistory.NormalizeBus, so
+// "00000000:3B:00.0" is "0000:3b:00.0") is bus, with the GPU UUID its uuid
+// attribute carries: the xid check names a GPU by bus ID only, and a rule
+// is named and checked by UUID. No match, more than one, or a match
+// without a uuid attribute is an error.
+func FindByBus(slices []resourcev1.ResourceSlice, node, bus string) (Device, error) {
+	want := gpuhistory.NormalizeBus(bus)
+	if want == "" {
+		return Device{}, fmt.Errorf("find GPU on node %s: %q is not a PCI bus ID", node, bus)
+	}
+	found, looked := findWhere(slices, node, func(dev *resourcev1.Device) bool { return deviceBus(dev) == want })
+	switch {
+	case len(found) == 0:
+		return Device{}, fmt.Errorf("no device with a %s attribute %s on node %s (looked at %d of %d ResourceSlices)",
+			strings.Join(BusAttributes, " or "), bus, node, looked, len(slices))
+	case len(found) > 1:
+		names := make([]string, len(found))
+		for i, d := range found {
+			names[i] = d.String()
+		}
+		return Device{}, fmt.Errorf("%d devices with PCI bus ID %s on node %s: %s", len(found), bus, node, strings.Join(names, ", "))
+	case found[0].UUID == "":
+		return Device{}, fmt.Errorf("device %s (PCI bus ID %s on node %s) has no %s attribute to name its GPU by", found[0], bus, node, UUIDAttribute)
+	}
+	return found[0], nil
+}
+
+// deviceBus returns dev's PCI bus ID, normalized, or "" when it has none.
+func deviceBus(dev *resourcev1.Device) string {
+	for name, attr := range dev.Attributes {
+		n := string(name)
+		if i := strings.LastIndexByte(n, '/'); i >= 0 {
+			n = n[i+1:]
+		}
+		if slices.Contains(BusAttributes, n) && attr.StringValue != nil {
+			if b := gpuhistory.NormalizeBus(strings.TrimSpace(*attr.StringValue)); b != "" {
+				return b
+			}
+		}
+	}
+	return ""
 }
 
 // deviceUUID returns the normalized string value of dev's uuid attribute,
@@ -375,7 +448,7 @@ func Check(rule *resourcev1beta2.DeviceTaintRule, slices []resourcev1.ResourceSl
 	}
 	found, _ := findAll(slices, node, uuid)
 	switch {
-	case len(found) == 1 && found[0] == was:
+	case len(found) == 1 && found[0].Same(was):
 		return Checked{Verdict: Keep, Why: fmt.Sprintf("GPU %s is still device %s", uuid, was)}
 	case len(found) == 1:
 		return Checked{Verdict: Move, To: found[0], Why: fmt.Sprintf("GPU %s is device %s now, was %s", uuid, found[0], was)}

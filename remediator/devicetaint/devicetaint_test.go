@@ -163,7 +163,77 @@ func TestFind(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, tt.want, got)
+			tt.want.UUID = badUUID
+			require.Equal(t, tt.want, got, "the device, with its GPU's UUID as NVML prints it")
+		})
+	}
+}
+
+// busGPUs returns n devices gpu-0..gpu-n-1 with a uuid and a bus ID
+// attribute attr: device i is on bus 0000:<0x10+i>:00.0 and is GPU
+// gpuAt(i).
+func busGPUs(n int, attr string) []resourcev1.Device {
+	out := make([]resourcev1.Device, n)
+	for i := range n {
+		out[i] = dev(fmt.Sprintf("gpu-%d", i), map[string]any{"uuid": gpuAt(i), attr: fmt.Sprintf("00000000:%02X:00.0", 0x10+i)})
+	}
+	return out
+}
+
+func gpuAt(i int) string { return fmt.Sprintf("GPU-00000000-0000-4000-8000-0000000000%02d", i) }
+
+// TestFindByBus: the xid check names a GPU by its PCI bus ID only; the
+// device with that bus ID is found by NVIDIA's pcieBusID or the standard
+// pciBusID attribute, whatever the domain width and case, with its UUID.
+func TestFindByBus(t *testing.T) {
+	const node = "gpu-node-000"
+	noUUID := busGPUs(4, "pcieBusID")
+	delete(noUUID[2].Attributes, "uuid")
+	twice := busGPUs(4, "pcieBusID")
+	twice[3] = dev("gpu-3", map[string]any{"uuid": gpuAt(3), "pcieBusID": "0000:12:00.0"})
+	for _, tc := range []struct {
+		desc    string
+		slices  []resourcev1.ResourceSlice
+		bus     string
+		want    Device
+		wantErr []string
+	}{
+		{desc: "NVIDIA's pcieBusID, 8-digit domain, upper case; the xid check's form",
+			slices: []resourcev1.ResourceSlice{slice(node, "gpu.nvidia.com", node, 1, busGPUs(8, "gpu.nvidia.com/pcieBusID")...)},
+			bus:    "0000:13:00.0", want: Device{Driver: "gpu.nvidia.com", Pool: node, Name: "gpu-3", UUID: gpuAt(3)}},
+		{desc: "the standard attribute resource.kubernetes.io/pciBusID",
+			slices: []resourcev1.ResourceSlice{slice(node, "gpu.example.com", node, 1, busGPUs(8, "resource.kubernetes.io/pciBusID")...)},
+			bus:    "00000000:15:00.0", want: Device{Driver: "gpu.example.com", Pool: node, Name: "gpu-5", UUID: gpuAt(5)}},
+		{desc: "a stale generation is ignored",
+			slices: []resourcev1.ResourceSlice{slice(node, "gpu.nvidia.com", node, 1, busGPUs(2, "pcieBusID")...), slice(node, "gpu.nvidia.com", node, 2, busGPUs(8, "pcieBusID")[6:]...)},
+			bus:    "0000:16:00.0", want: Device{Driver: "gpu.nvidia.com", Pool: node, Name: "gpu-6", UUID: gpuAt(6)}},
+		{desc: "another node's device is not this node's",
+			slices: []resourcev1.ResourceSlice{slice("gpu-node-001", "gpu.nvidia.com", "gpu-node-001", 1, busGPUs(8, "pcieBusID")...)},
+			bus:    "0000:13:00.0", wantErr: []string{"no device with a pcieBusID or pciBusID attribute 0000:13:00.0 on node " + node, "looked at 0 of 1"}},
+		{desc: "no device on that bus",
+			slices: []resourcev1.ResourceSlice{slice(node, "gpu.nvidia.com", node, 1, busGPUs(4, "pcieBusID")...)},
+			bus:    "0000:3b:00.0", wantErr: []string{"no device with a pcieBusID or pciBusID attribute 0000:3b:00.0"}},
+		{desc: "a device without a uuid cannot name the rule",
+			slices: []resourcev1.ResourceSlice{slice(node, "gpu.nvidia.com", node, 1, noUUID...)},
+			bus:    "0000:12:00.0", wantErr: []string{"device gpu.nvidia.com/" + node + "/gpu-2", "has no uuid attribute"}},
+		{desc: "two devices on one bus",
+			slices: []resourcev1.ResourceSlice{slice(node, "gpu.nvidia.com", node, 1, twice...)},
+			bus:    "0000:12:00.0", wantErr: []string{"2 devices with PCI bus ID 0000:12:00.0", "gpu-2", "gpu-3"}},
+		{desc: "an attribute merely ending in the name does not count",
+			slices: []resourcev1.ResourceSlice{slice(node, "gpu.nvidia.com", node, 1, busGPUs(4, "parentPcieBusID")...)},
+			bus:    "0000:12:00.0", wantErr: []string{"no device"}},
+		{desc: "not a bus ID", bus: "GPU-3", wantErr: []string{`"GPU-3" is not a PCI bus ID`}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, err := FindByBus(tc.slices, node, tc.bus)
+			if tc.wantErr != nil {
+				for _, s := range tc.wantErr {
+					require.ErrorContains(t, err, s)
+				}
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
 		})
 	}
 }

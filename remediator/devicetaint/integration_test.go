@@ -49,7 +49,7 @@ func TestDeviceTaintRuleOnOneGPU(t *testing.T) {
 	bad := uuid(0, 5)
 	dev, err := devicetaint.Find(slices.Items, node, bad)
 	require.NoError(t, err)
-	require.Equal(t, devicetaint.Device{Driver: driver, Pool: node, Name: "gpu-5"}, dev)
+	require.Equal(t, devicetaint.Device{Driver: driver, Pool: node, Name: "gpu-5", UUID: bad}, dev)
 
 	var before corev1.Node
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: node}, &before))

@@ -101,9 +101,13 @@ type MachineObservation struct {
 }
 
 // Device is the DRA device of the operation's GPU, found in a
-// ResourceSlice on the node by its UUID.
+// ResourceSlice on the node by its UUID, or by its PCI bus ID when the
+// trigger names no UUID.
 type Device struct {
 	Driver, Pool, Name string
+	// UUID is the GPU's, from the device's uuid attribute: the
+	// operation's status records it when the trigger named the bus only.
+	UUID string
 	// Rule is the DeviceTaintRule's name for it.
 	Rule string
 }
@@ -464,7 +468,8 @@ func (t *transition) drainOrRun() {
 // (read in Cordoning) does not reboot, power-cycle or replace the node.
 func (t *transition) gpuScoped() bool {
 	op := t.in.Op
-	return !op.Spec.Quarantine && op.Spec.Drain == nil && op.Status.GPU != nil && op.Status.GPU.UUID != "" && !NodeWide(t.in.Template)
+	g := op.Status.GPU
+	return !op.Spec.Quarantine && op.Spec.Drain == nil && g != nil && (g.UUID != "" || g.BusID != "") && !NodeWide(t.in.Template)
 }
 
 // whyNotGPU says why an operation that is not gpuScoped cordons the node.
@@ -475,10 +480,10 @@ func (t *transition) whyNotGPU() string {
 		return "the operation acts on the whole node"
 	case t.in.Op.Spec.Drain != nil:
 		return "the step drains the node, which must not take new pods meanwhile"
-	case g == nil:
+	case g == nil || (g.UUID == "" && g.BusID == ""):
 		return "the trigger names no GPU"
 	}
-	return "the trigger names GPU " + g.BusID + " by bus ID only, and excluding one GPU needs its UUID"
+	return "the operation is not scoped to one GPU"
 }
 
 // NodeWide reports whether a template acts on the whole node (a reboot,
@@ -501,9 +506,21 @@ func NodeWide(tpl *v1alpha1.NodeOperationTemplate) bool {
 func (t *transition) excludeGPU(msg string) {
 	d := t.in.Device
 	t.Effect = EffectExcludeGPU
+	if g := t.Status.GPU; g != nil && g.UUID == "" && d.UUID != "" {
+		// Found by its bus ID: the GPU is known by UUID from now on (the
+		// rule, its removal, the history). A copy: the input is not
+		// changed.
+		named := *g
+		named.UUID = d.UUID
+		t.Status.GPU = &named
+	}
+	uuid := d.UUID
+	if g := t.Status.GPU; g != nil && g.UUID != "" {
+		uuid = g.UUID
+	}
 	t.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionDeviceTaintRule, DeviceTaintRule: d.Rule, Device: d.String(), Message: Truncate(msg, maxMessage)}
-	t.cond(v1alpha1.OperationCordoned, metav1.ConditionFalse, v1alpha1.ReasonGPUExcluded, fmt.Sprintf("GPU %s (%s) excluded by DeviceTaintRule %s (NoSchedule); the node is not cordoned", t.in.Op.Status.GPU.UUID, d, d.Rule))
-	t.emit(corev1.EventTypeNormal, v1alpha1.ReasonGPUExcluded, "Exclude", fmt.Sprintf("GPU %s excluded by DeviceTaintRule %s; the node stays schedulable", t.in.Op.Status.GPU.UUID, d.Rule))
+	t.cond(v1alpha1.OperationCordoned, metav1.ConditionFalse, v1alpha1.ReasonGPUExcluded, fmt.Sprintf("GPU %s (%s) excluded by DeviceTaintRule %s (NoSchedule); the node is not cordoned", uuid, d, d.Rule))
+	t.emit(corev1.EventTypeNormal, v1alpha1.ReasonGPUExcluded, "Exclude", fmt.Sprintf("GPU %s excluded by DeviceTaintRule %s; the node stays schedulable", uuid, d.Rule))
 }
 
 // draining decides the drain's next pass from the node's pods.

@@ -210,10 +210,20 @@ func TestAdvanceGPUExclusion(t *testing.T) {
 				require.Equal(t, v1alpha1.ExclusionCordon, tr.Status.Exclusion.Method)
 				require.Contains(t, tr.Status.Exclusion.Message, "whole node")
 			}}},
-		{desc: "cordoning: a GPU known by bus ID only cordons, saying so",
-			in: AdvanceInput{Op: cordoning(onGPU("", "0000:3b:00.0")), Node: node("n1"), Template: reset, Device: dev},
+		{desc: "cordoning: a GPU known by bus ID only (an Xid) and found by it is excluded, and known by UUID from then on",
+			in: AdvanceInput{Op: cordoning(onGPU("", "0000:3b:00.0")), Node: node("n1"), Template: reset,
+				Device: &Device{Driver: dev.Driver, Pool: dev.Pool, Name: dev.Name, UUID: gpuUUID, Rule: dev.Rule}},
+			want: want{phase: v1alpha1.PhaseRunning, effect: EffectExcludeGPU, conditions: []string{"Cordoned=False/GPUExcluded"}, events: []string{v1alpha1.ReasonGPUExcluded},
+				check: func(t *testing.T, tr Transition) {
+					require.Equal(t, &v1alpha1.GPUTarget{UUID: gpuUUID, BusID: "0000:3b:00.0"}, tr.Status.GPU)
+					require.Equal(t, v1alpha1.ExclusionDeviceTaintRule, tr.Status.Exclusion.Method)
+					require.Contains(t, tr.Events[0].Note, "GPU "+gpuUUID+" excluded")
+				}}},
+		{desc: "cordoning: a GPU known by bus ID only that no device carries cordons, saying why",
+			in: AdvanceInput{Op: cordoning(onGPU("", "0000:3b:00.0")), Node: node("n1"), Template: reset, NoDevice: "no device with a pcieBusID or pciBusID attribute 0000:3b:00.0 on node n1"},
 			want: want{phase: v1alpha1.PhaseRunning, effect: EffectCordon, check: func(t *testing.T, tr Transition) {
-				require.Equal(t, "cordoned the node: the trigger names GPU 0000:3b:00.0 by bus ID only, and excluding one GPU needs its UUID", tr.Status.Exclusion.Message)
+				require.Equal(t, "cordoned the node: no device with a pcieBusID or pciBusID attribute 0000:3b:00.0 on node n1", tr.Status.Exclusion.Message)
+				require.Empty(t, tr.Status.GPU.UUID)
 			}}},
 		{desc: "cordoning: a fault naming no GPU cordons, saying so",
 			in: AdvanceInput{Op: cordoning(), Node: node("n1"), Template: reset},
@@ -224,6 +234,12 @@ func TestAdvanceGPUExclusion(t *testing.T) {
 			in: AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseWaitingForBudget), onGPU(gpuUUID, "")), Node: node("n1"), Device: dev,
 				Admission: Admission{Verdict: Skip, Reason: v1alpha1.ReasonGPUAttemptCapReached, Message: "3 faults", ExcludeGPU: true}},
 			want: want{phase: v1alpha1.PhaseSkipped, effect: EffectExcludeGPU, blocked: v1alpha1.ReasonGPUAttemptCapReached, message: "excluded by DeviceTaintRule kubemedic-n1-gpu-0f1e, the node keeps serving its other GPUs"}},
+		{desc: "admit: the per-GPU cap excludes a GPU its Xid names by bus ID only, found by it",
+			in: AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseWaitingForBudget), onGPU("", "0000:3b:00.0")), Node: node("n1"),
+				Device:    &Device{Driver: dev.Driver, Pool: dev.Pool, Name: dev.Name, UUID: gpuUUID, Rule: dev.Rule},
+				Admission: Admission{Verdict: Skip, Reason: v1alpha1.ReasonGPUAttemptCapReached, Message: "3 faults", ExcludeGPU: true}},
+			want: want{phase: v1alpha1.PhaseSkipped, effect: EffectExcludeGPU, blocked: v1alpha1.ReasonGPUAttemptCapReached, message: "the node keeps serving its other GPUs",
+				check: func(t *testing.T, tr Transition) { require.Equal(t, gpuUUID, tr.Status.GPU.UUID) }}},
 		{desc: "admit: the per-GPU cap without DRA quarantines the node and says why",
 			in: AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseWaitingForBudget), onGPU(gpuUUID, "")), Node: node("n1"), NoDevice: "no ResourceSlice lists it",
 				Admission: Admission{Verdict: Skip, Reason: v1alpha1.ReasonGPUAttemptCapReached, Message: "3 faults", ExcludeGPU: true}},

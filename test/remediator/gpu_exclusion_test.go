@@ -70,18 +70,49 @@ func history(t require.TestingT, env *localcluster.Cluster, node string) gpuhist
 func TestGPUExclusionWithDRA(t *testing.T) {
 	env := startCluster(t, func(o *localcluster.Options) { o.DRA = true })
 	ctx := context.Background()
-	nodes := gpuNodes(t, env, "dra", 1)
-	node := nodes[0]
-	var uuids []string
+	nodes := gpuNodes(t, env, "dra", 2)
+	node, xidNode := nodes[0], nodes[1]
+	var uuids, xidUUIDs []string
 	for i := range 8 {
 		uuids = append(uuids, gpuUUID(0, i))
+		xidUUIDs = append(xidUUIDs, gpuUUID(1, i))
 	}
 	_, err := env.CreateGPUResourceSlice(ctx, node, gpuDriver, uuids)
+	require.NoError(t, err)
+	_, err = env.CreateGPUResourceSlice(ctx, xidNode, gpuDriver, xidUUIDs)
 	require.NoError(t, err)
 	bad := uuids[5]
 	createPolicy(t, env, resetPolicy(2))
 	rem := newRemediator(t, env)
 	rem.start()
+
+	// The xid check names the GPU by its bus ID only (the kernel's Xid
+	// line has no UUID): the device with that pcieBusID is excluded, and
+	// the operation knows the GPU by UUID from then on.
+	xidBad := xidUUIDs[4]
+	setCondition(t, env, xidNode, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason,
+		"XidResetRequired: Xid 48 on "+localcluster.GPUBus(4)+": double-bit ECC error; reset required")
+	var byBus v1alpha1.NodeOperation
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ops := opsOnNode(c, env, xidNode)
+		require.Len(c, ops, 1, describeOps(env))
+		byBus = ops[0]
+		require.NotNil(c, byBus.Status.Exclusion, describeOps(env))
+		require.Equal(c, v1alpha1.ExclusionDeviceTaintRule, byBus.Status.Exclusion.Method, byBus.Status.Exclusion.Message)
+		require.True(c, ruleExists(c, env, xidNode, xidBad), "the DeviceTaintRule for %s", xidBad)
+	}, 30*time.Second, 200*time.Millisecond)
+	require.Equal(t, &v1alpha1.GPUTarget{UUID: xidBad, BusID: localcluster.GPUBus(4)}, byBus.Status.GPU)
+	require.Equal(t, gpuDriver+"/"+xidNode+"/gpu-4", byBus.Status.Exclusion.Device)
+	require.False(t, getNode(t, env, xidNode).Spec.Unschedulable, "the node stays schedulable for its other GPUs")
+	setCondition(t, env, xidNode, v1alpha1.ConditionGPUXidError, corev1.ConditionFalse, "NoXid", "no actionable Xid since the last reset or boot")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		o := getOp(t, env, byBus.Name)
+		require.Equal(c, v1alpha1.PhaseSucceeded, o.Status.Phase, describeOps(env))
+		require.False(c, ruleExists(c, env, xidNode, xidBad), "the rule is removed after the verified repair")
+	}, 40*time.Second, 200*time.Millisecond)
+	xidSum := gpuhistory.Summary(history(t, env, xidNode))
+	require.Len(t, xidSum, 1, "the fault (by bus) and the operation (by UUID and bus) are one GPU: %+v", xidSum)
+	require.Equal(t, xidBad, xidSum[0].GPU.UUID)
 
 	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason, xidOn(bad))
 	var reset v1alpha1.NodeOperation
