@@ -144,3 +144,39 @@ func TestRuleKeeper(t *testing.T) {
 	require.True(t, strings.Contains(ev[0], "gpu-history"), "the note says where the GPU's record stays: %s", ev[0])
 	require.Equal(t, float64(0), count("Error"))
 }
+
+// BenchmarkRuleKeeperPass times one check of every kubemedic
+// DeviceTaintRule on a real API server: 500 nodes of 8 GPUs, one rule each
+// (a node GET and a ResourceSlice LIST per node, one LIST of the rules).
+// The pass runs once a minute; docs/last-rung.md has the numbers.
+//
+//	go test ./remediator/controller -run '^$' -bench RuleKeeperPass
+func BenchmarkRuleKeeperPass(b *testing.B) {
+	if testing.Short() {
+		b.Skip("starts kube-apiserver and etcd; skipped in -short mode")
+	}
+	env := harness.Start(b, localcluster.Options{DRA: true})
+	ctx := context.Background()
+	c := env.Client
+	const nodes, driver = 500, "gpu.example.com"
+	for i := range nodes {
+		node := fmt.Sprintf("gpu-%04d", i)
+		require.NoError(b, c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}))
+		var uuids []string
+		for j := range 8 {
+			uuids = append(uuids, fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", i, j))
+		}
+		_, err := env.CreateGPUResourceSlice(ctx, node, driver, uuids)
+		require.NoError(b, err)
+		require.NoError(b, c.Create(ctx, devicetaint.Rule(devicetaint.Device{Driver: driver, Pool: node, Name: "gpu-3"}, node, uuids[3], "op", "XidResetRequired")))
+	}
+	m := NewMetrics(c)
+	reg := prometheus.NewRegistry()
+	require.NoError(b, m.Register(reg))
+	k := &ruleKeeper{Client: c, Reader: c, Recorder: events.NewFakeRecorder(10), Metrics: m}
+	for b.Loop() {
+		require.NoError(b, k.checkAll(ctx))
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/nodes/1000, "ms/node")
+	require.Equal(b, float64(nodes*b.N), metricstest.Value(b, reg, "kubemedic_remediation_gpu_exclusion_checks_total", map[string]string{"verdict": "Keep"}))
+}
