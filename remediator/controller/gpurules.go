@@ -9,9 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	resourcev1beta2 "k8s.io/api/resource/v1beta2"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -40,6 +43,7 @@ type ruleKeeper struct {
 	Reader   client.Reader
 	Recorder events.EventRecorder
 	Metrics  *Metrics
+	Clock    clock.PassiveClock
 }
 
 // Start checks the rules every RuleCheckPeriod until ctx ends. It runs on
@@ -62,7 +66,7 @@ func (k *ruleKeeper) checkAll(ctx context.Context) error {
 	}
 	byNode := map[string][]*resourcev1beta2.DeviceTaintRule{}
 	for i := range rules.Items {
-		n := devicetaint.NodeOf(&rules.Items[i])
+		n, _ := devicetaint.NodeOf(&rules.Items[i])
 		byNode[n] = append(byNode[n], &rules.Items[i])
 	}
 	nodes := make([]string, 0, len(byNode))
@@ -100,9 +104,10 @@ func (k *ruleKeeper) checkNode(ctx context.Context, name string, rules []*resour
 		}
 	}
 	var errs []error
+	now := k.Clock.Now()
 	for _, rule := range rules {
-		c := devicetaint.Check(rule, slices.Items, gone)
-		if err := k.act(ctx, node, rule, c); err != nil {
+		c := devicetaint.Check(rule, slices.Items, gone, now)
+		if err := k.act(ctx, node, rule, c, now); err != nil {
 			k.Metrics.ruleChecks.WithLabelValues("Error").Inc()
 			errs = append(errs, err)
 			continue
@@ -118,13 +123,27 @@ func (k *ruleKeeper) checkNode(ctx context.Context, name string, rules []*resour
 // act carries out one verdict. Writes are conditional on the rule's
 // resourceVersion, so a rule changed meanwhile (a new exclusion by an
 // operation) is checked again next time rather than overwritten.
-func (k *ruleKeeper) act(ctx context.Context, node *corev1.Node, rule *resourcev1beta2.DeviceTaintRule, c devicetaint.Checked) error {
-	logger := log.FromContext(ctx).WithValues("deviceTaintRule", rule.Name, "node", devicetaint.NodeOf(rule), "gpu", rule.Labels[devicetaint.LabelGPUUUID])
+func (k *ruleKeeper) act(ctx context.Context, node *corev1.Node, rule *resourcev1beta2.DeviceTaintRule, c devicetaint.Checked, now time.Time) error {
+	name, _ := devicetaint.NodeOf(rule)
+	logger := log.FromContext(ctx).WithValues("deviceTaintRule", rule.Name, "node", name, "gpu", rule.Labels[devicetaint.LabelGPUUUID])
+	updated := rule.DeepCopy()
+	if c.Verdict == devicetaint.Move {
+		updated = devicetaint.Moved(rule, c.To)
+	}
+	switch {
+	case c.MarkGone:
+		metav1.SetMetaDataAnnotation(&updated.ObjectMeta, devicetaint.AnnotationNodeGoneSince, now.UTC().Format(time.RFC3339))
+		logger.Info("A GPU's DeviceTaintRule outlives its node for a while", "why", c.Why)
+	case c.ClearGone:
+		delete(updated.Annotations, devicetaint.AnnotationNodeGoneSince)
+	}
+	if c.Verdict != devicetaint.Release && !equality.Semantic.DeepEqual(updated, rule) {
+		if err := k.Client.Update(ctx, updated); err != nil {
+			return fmt.Errorf("update DeviceTaintRule %s (%s): %w", rule.Name, c.Why, err)
+		}
+	}
 	switch c.Verdict {
 	case devicetaint.Move:
-		if err := k.Client.Update(ctx, devicetaint.Moved(rule, c.To)); err != nil {
-			return fmt.Errorf("move DeviceTaintRule %s to %s: %w", rule.Name, c.To, err)
-		}
 		logger.Info("Moved a GPU's DeviceTaintRule to the GPU's new device", "why", c.Why)
 		k.event(node, rule, corev1.EventTypeNormal, v1alpha1.EventGPUExclusionMoved,
 			fmt.Sprintf("DeviceTaintRule %s follows its GPU: %s", rule.Name, c.Why))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -83,7 +85,8 @@ func TestRuleKeeper(t *testing.T) {
 	m := NewMetrics(c)
 	reg := prometheus.NewRegistry()
 	require.NoError(t, m.Register(reg))
-	k := &ruleKeeper{Client: c, Reader: c, Recorder: recorder, Metrics: m}
+	clk := clocktesting.NewFakeClock(time.Now())
+	k := &ruleKeeper{Client: c, Reader: c, Recorder: recorder, Metrics: m, Clock: clk}
 	drained := func() []string {
 		var out []string
 		for {
@@ -128,20 +131,44 @@ func TestRuleKeeper(t *testing.T) {
 	require.NoError(t, k.checkAll(ctx))
 	require.Equal(t, float64(1), count("Move"), "moved once")
 
-	// gpu-1 was replaced by Cluster API: the node is gone.
+	// gpu-1's Node is deleted (a machine replaced, or only its Node
+	// object): its rule stays, with the time it was first seen gone.
 	require.NoError(t, c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}))
 	// gpu-0's bad card was swapped for a new one in the same slot.
 	publish("gpu-0", 3, uuid(0), uuid(3), uuid(2), uuid(40))
 	require.NoError(t, k.checkAll(ctx))
-	require.Nil(t, rule("gpu-1", gone), "the rule of a gone node is deleted")
 	require.Nil(t, rule("gpu-0", bad), "a rule whose device is a new card is deleted, permanent or not")
+	r = rule("gpu-1", gone)
+	require.NotNil(t, r, "a Node deleted is not its GPU gone: the rule stays")
+	require.Equal(t, clk.Now().UTC().Format(time.RFC3339), r.Annotations[devicetaint.AnnotationNodeGoneSince])
 	require.NotNil(t, rule("gpu-2", quiet), "missing evidence never releases a rule")
-	require.Equal(t, float64(2), count("Release"))
+	require.Equal(t, float64(1), count("Release"))
 	ev = drained()
 	require.Len(t, ev, 1, "one Event, on the node that is still there: %v", ev)
 	require.Contains(t, ev[0], "Warning "+v1alpha1.EventGPUExclusionReleased+" ")
 	require.Contains(t, ev[0], "device "+driver+"/gpu-0/gpu-3 is GPU "+uuid(40)+" now, not "+bad)
 	require.True(t, strings.Contains(ev[0], "gpu-history"), "the note says where the GPU's record stays: %s", ev[0])
+
+	// The node comes back under its name within the grace (it
+	// re-registered), with the same GPUs: the record goes, the rule stays.
+	require.NoError(t, c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}))
+	clk.Step(time.Hour)
+	require.NoError(t, k.checkAll(ctx))
+	r = rule("gpu-1", gone)
+	require.NotNil(t, r)
+	require.NotContains(t, r.Annotations, devicetaint.AnnotationNodeGoneSince)
+
+	// Gone again, for good: released after the grace, not before.
+	require.NoError(t, c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}))
+	require.NoError(t, k.checkAll(ctx))
+	clk.Step(devicetaint.NodeGoneGrace - time.Minute)
+	require.NoError(t, k.checkAll(ctx))
+	require.NotNil(t, rule("gpu-1", gone), "not before the grace")
+	clk.Step(time.Minute)
+	require.NoError(t, k.checkAll(ctx))
+	require.Nil(t, rule("gpu-1", gone), "released after the grace")
+	require.Equal(t, float64(2), count("Release"))
+	require.Empty(t, drained(), "no node to tell")
 	require.Equal(t, float64(0), count("Error"))
 }
 
@@ -173,7 +200,7 @@ func BenchmarkRuleKeeperPass(b *testing.B) {
 	m := NewMetrics(c)
 	reg := prometheus.NewRegistry()
 	require.NoError(b, m.Register(reg))
-	k := &ruleKeeper{Client: c, Reader: c, Recorder: events.NewFakeRecorder(10), Metrics: m}
+	k := &ruleKeeper{Client: c, Reader: c, Recorder: events.NewFakeRecorder(10), Metrics: m, Clock: clocktesting.NewFakePassiveClock(time.Now())}
 	for b.Loop() {
 		require.NoError(b, k.checkAll(ctx))
 	}

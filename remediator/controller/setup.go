@@ -132,7 +132,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	log.FromContext(ctx).Info("GPU exclusion", "deviceTaintRule", dra,
 		"path", map[bool]string{true: "a GPU-scoped operation taints the GPU alone (DeviceTaintRule)", false: "a GPU-scoped operation cordons the node (no DeviceTaintRule served)"}[dra])
 	if dra {
-		keeper := &ruleKeeper{Client: c, Reader: mgr.GetAPIReader(), Recorder: recorder, Metrics: m}
+		keeper := &ruleKeeper{Client: c, Reader: mgr.GetAPIReader(), Recorder: recorder, Metrics: m, Clock: opts.Clock}
 		if err := mgr.Add(keeper); err != nil {
 			return fmt.Errorf("set up the DeviceTaintRule check: %w", err)
 		}

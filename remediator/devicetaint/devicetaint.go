@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	resourcev1beta2 "k8s.io/api/resource/v1beta2"
@@ -412,26 +413,64 @@ func (v Verdict) String() string {
 }
 
 // Checked is Check's answer: the verdict, the device to move the rule to
-// (Move), and why, in words for an Event.
+// (Move), and why, in words for an Event. MarkGone asks to record on the
+// rule (AnnotationNodeGoneSince) that its node was first seen gone now;
+// ClearGone to remove that record, the node being back.
 type Checked struct {
-	Verdict Verdict
-	To      Device
-	Why     string
+	Verdict   Verdict
+	To        Device
+	Why       string
+	MarkGone  bool
+	ClearGone bool
 }
+
+// AnnotationNodeGoneSince on a rule records when its node was first seen
+// gone (RFC 3339).
+const AnnotationNodeGoneSince = "kubemedic.io/node-gone-since"
+
+// NodeGoneGrace is how long a rule outlives its node. A Node object
+// deleted is not the GPU gone: the machine may re-register under its name
+// (kubectl delete node, a node lifecycle controller), and then the rule,
+// checked by UUID, is its GPU's only exclusion left (the GPU history was
+// on the Node). A node gone longer than this is not coming back.
+const NodeGoneGrace = 7 * 24 * time.Hour
 
 // Check compares a kubemedic rule with the devices its node publishes now.
 // A rule selects a device by driver, pool and name, which a driver may give
 // another GPU after a reboot, or a new GPU in the same slot; the rule's
-// GPU is its LabelGPUUUID label. nodeGone says the node no longer exists:
-// its GPUs went with it (a machine replaced), and a node that joins under
-// the name later must not inherit the rule. Check never releases on
-// missing evidence: a node whose driver has published no ResourceSlice
-// (yet) is Unknown.
-func Check(rule *resourcev1beta2.DeviceTaintRule, slices []resourcev1.ResourceSlice, nodeGone bool) Checked {
-	node, uuid := NodeOf(rule), rule.Labels[LabelGPUUUID]
-	if nodeGone {
-		return Checked{Verdict: Release, Why: fmt.Sprintf("node %s is gone, and GPU %s with it", node, uuid)}
+// GPU is its LabelGPUUUID label. nodeGone says the node does not exist:
+// the rule stays for NodeGoneGrace (see there), then is released. Check
+// never releases on missing evidence: a node whose driver has published
+// no ResourceSlice (yet), or not all the slices of the rule's pool, is
+// Unknown.
+func Check(rule *resourcev1beta2.DeviceTaintRule, slices []resourcev1.ResourceSlice, nodeGone bool, now time.Time) Checked {
+	node, exact := NodeOf(rule)
+	uuid := rule.Labels[LabelGPUUUID]
+	if !exact {
+		return Checked{Verdict: Unknown, Why: fmt.Sprintf("rule %s has no %s annotation, and its %s label %q may be a cut node name: left as it is", rule.Name, AnnotationNode, LabelNode, node)}
 	}
+	goneSince, marked := time.Time{}, false
+	if v := rule.Annotations[AnnotationNodeGoneSince]; v != "" {
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			goneSince, marked = t, true
+		}
+	}
+	if nodeGone {
+		switch {
+		case !marked:
+			return Checked{Verdict: Unknown, MarkGone: true, Why: fmt.Sprintf("node %s does not exist: rule %s stays %s in case the machine comes back under the name", node, rule.Name, NodeGoneGrace)}
+		case now.Sub(goneSince) >= NodeGoneGrace:
+			return Checked{Verdict: Release, Why: fmt.Sprintf("node %s has been gone since %s, more than %s", node, goneSince.UTC().Format(time.RFC3339), NodeGoneGrace)}
+		}
+		return Checked{Verdict: Unknown, Why: fmt.Sprintf("node %s has been gone since %s; rule %s stays until %s", node, goneSince.UTC().Format(time.RFC3339), rule.Name, goneSince.Add(NodeGoneGrace).UTC().Format(time.RFC3339))}
+	}
+	c := check(rule, slices, node, uuid)
+	c.ClearGone = rule.Annotations[AnnotationNodeGoneSince] != ""
+	return c
+}
+
+// check is Check for a rule whose node exists.
+func check(rule *resourcev1beta2.DeviceTaintRule, slices []resourcev1.ResourceSlice, node, uuid string) Checked {
 	sel := rule.Spec.DeviceSelector
 	if uuid == "" || sel == nil || sel.Driver == nil || sel.Pool == nil || sel.Device == nil {
 		return Checked{Verdict: Unknown, Why: fmt.Sprintf("rule %s names no GPU UUID or selects no single device: not kubemedic's form", rule.Name)}
@@ -455,52 +494,53 @@ func Check(rule *resourcev1beta2.DeviceTaintRule, slices []resourcev1.ResourceSl
 	case len(found) > 1:
 		return Checked{Verdict: Unknown, Why: fmt.Sprintf("%d devices on node %s claim GPU %s: rule %s stays", len(found), node, uuid, rule.Name)}
 	}
-	// The GPU is not listed on the node: what does the rule select now?
-	for _, other := range devicesNamed(slices, node, was) {
-		switch u := deviceUUID(other); {
-		case u == "":
-			return Checked{Verdict: Unknown, Why: fmt.Sprintf("GPU %s is not listed on node %s, and device %s has no %s attribute to tell which GPU it is", uuid, node, was, UUIDAttribute)}
-		case u != normalizeUUID(uuid):
-			return Checked{Verdict: Release, Why: fmt.Sprintf("device %s is GPU %s now, not %s, which node %s no longer lists (replaced, or not published after a reboot)", was, CanonicalUUID(u), uuid, node)}
+	// The GPU is not listed on the node. Unless the rule's pool is
+	// published whole, it may be in a slice not there yet.
+	if have, want := poolSlices(slices, was); have < want {
+		return Checked{Verdict: Unknown, Why: fmt.Sprintf("GPU %s is not listed on node %s, but pool %s/%s is published in %d of its %d ResourceSlices: rule %s stays", uuid, node, was.Driver, was.Pool, have, want, rule.Name)}
+	}
+	named, _ := findWhere(slices, node, func(d *resourcev1.Device) bool { return d.Name == was.Name })
+	for _, other := range named {
+		if !other.Same(was) {
+			continue
 		}
+		if other.UUID == "" {
+			return Checked{Verdict: Unknown, Why: fmt.Sprintf("GPU %s is not listed on node %s, and device %s has no %s attribute to tell which GPU it is", uuid, node, was, UUIDAttribute)}
+		}
+		return Checked{Verdict: Release, Why: fmt.Sprintf("device %s is GPU %s now, not %s, which node %s no longer lists (replaced, or not published after a reboot)", was, other.UUID, uuid, node)}
 	}
 	return Checked{Verdict: Keep, Why: fmt.Sprintf("GPU %s is not listed on node %s, and the rule selects no device now", uuid, node)}
 }
 
-// devicesNamed returns the devices of the newest generation of d's pool on
-// node that are named as d.
-func devicesNamed(slices []resourcev1.ResourceSlice, node string, d Device) []*resourcev1.Device {
+// poolSlices returns how many slices of d's pool's newest generation are
+// in slices, and how many that generation has (its resourceSliceCount).
+func poolSlices(slices []resourcev1.ResourceSlice, d Device) (have, want int) {
 	var newest int64 = -1
 	for i := range slices {
 		s := &slices[i].Spec
 		if s.Driver == d.Driver && s.Pool.Name == d.Pool && s.Pool.Generation > newest {
-			newest = s.Pool.Generation
+			newest, want = s.Pool.Generation, int(s.Pool.ResourceSliceCount)
 		}
 	}
-	var out []*resourcev1.Device
 	for i := range slices {
 		s := &slices[i].Spec
-		if s.Driver != d.Driver || s.Pool.Name != d.Pool || s.Pool.Generation != newest {
-			continue
-		}
-		sliceOnNode := ptr.Deref(s.NodeName, "") == node
-		for j := range s.Devices {
-			dev := &s.Devices[j]
-			if dev.Name == d.Name && (sliceOnNode || ptr.Deref(dev.NodeName, "") == node) {
-				out = append(out, dev)
-			}
+		if s.Driver == d.Driver && s.Pool.Name == d.Pool && s.Pool.Generation == newest {
+			have++
 		}
 	}
-	return out
+	return have, want
 }
 
 // NodeOf returns the node a kubemedic rule is for: its AnnotationNode, or,
-// on a rule made before that annotation, its LabelNode.
-func NodeOf(rule *resourcev1beta2.DeviceTaintRule) string {
+// on a rule made before that annotation, its LabelNode. exact is false
+// when the name comes from a label of the longest length, which may be a
+// cut name.
+func NodeOf(rule *resourcev1beta2.DeviceTaintRule) (node string, exact bool) {
 	if n := rule.Annotations[AnnotationNode]; n != "" {
-		return n
+		return n, true
 	}
-	return rule.Labels[LabelNode]
+	n := rule.Labels[LabelNode]
+	return n, len(n) < labelValueMax
 }
 
 // Moved returns rule selecting device to instead, labels and annotations

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -361,21 +362,44 @@ func TestCheck(t *testing.T) {
 	longRule := Rule(Device{Driver: driver, Pool: longNode, Name: "gpu-3"}, longNode, badUUID, "op", "XidReset")
 	oldRule := rule.DeepCopy()
 	delete(oldRule.Annotations, AnnotationNode)
+	newUUID := "GPU-11111111-2222-3333-4444-555555555555"
+	cutRule := longRule.DeepCopy()
+	delete(cutRule.Annotations, AnnotationNode)
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	goneSince := func(d time.Duration) *resourcev1beta2.DeviceTaintRule {
+		r := rule.DeepCopy()
+		r.Annotations[AnnotationNodeGoneSince] = now.Add(-d).Format(time.RFC3339)
+		return r
+	}
+	// Two slices of one pool, the GPU in the second.
+	half := func(count int64, both bool) []resourcev1.ResourceSlice {
+		all := gpus(8, "uuid", 3, newUUID)
+		a := slice(node, driver, node, 2, all[:4]...)
+		a.Spec.Pool.ResourceSliceCount = count
+		out := []resourcev1.ResourceSlice{a}
+		if both {
+			b := slice(node, driver, node, 2, gpus(8, "uuid", 6, badUUID)[4:]...)
+			b.Spec.Pool.ResourceSliceCount = count
+			out = append(out, b)
+		}
+		return out
+	}
 	foreign := rule.DeepCopy()
 	foreign.Spec.DeviceSelector.Device = nil
-	newUUID := "GPU-11111111-2222-3333-4444-555555555555"
 	noUUID := gpus(8, "uuid", 3, badUUID)
 	noUUID[3] = dev("gpu-3", map[string]any{"gpu.nvidia.com/index": int64(3)})
 	twice := gpus(8, "uuid", 3, badUUID)
 	twice[5] = dev("gpu-5", map[string]any{"uuid": badUUID})
 	for _, tc := range []struct {
-		desc     string
-		rule     *resourcev1beta2.DeviceTaintRule
-		slices   []resourcev1.ResourceSlice
-		nodeGone bool
-		want     Verdict
-		to       string
-		why      string
+		desc      string
+		rule      *resourcev1beta2.DeviceTaintRule
+		slices    []resourcev1.ResourceSlice
+		nodeGone  bool
+		want      Verdict
+		to        string
+		why       string
+		markGone  bool
+		clearGone bool
 	}{
 		{desc: "the GPU is still the device", rule: rule,
 			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 1, gpus(8, "uuid", 3, badUUID)...)},
@@ -389,7 +413,21 @@ func TestCheck(t *testing.T) {
 		{desc: "a new card in the slot: the device is another GPU, the rule is released", rule: rule,
 			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 2, gpus(8, "uuid", 3, newUUID)...)},
 			want:   Release, why: "device " + driver + "/" + node + "/gpu-3 is GPU " + newUUID + " now"},
-		{desc: "the node is gone (machine replaced)", rule: rule, nodeGone: true, want: Release, why: "node " + node + " is gone"},
+		{desc: "the node is gone: the rule stays, and when it was first seen gone is recorded", rule: rule, nodeGone: true, want: Unknown, markGone: true,
+			why: "node " + node + " does not exist: rule " + rule.Name + " stays 168h0m0s"},
+		{desc: "the node gone for less than the grace: the rule stays", rule: goneSince(6 * 24 * time.Hour), nodeGone: true, want: Unknown,
+			why: "stays until 2026-11-27T12:00:00Z"},
+		{desc: "the node gone for the grace: the rule is released", rule: goneSince(7 * 24 * time.Hour), nodeGone: true, want: Release,
+			why: "node " + node + " has been gone since 2026-11-19T12:00:00Z, more than 168h0m0s"},
+		{desc: "the node back: the record goes, and the rule is checked by UUID", rule: goneSince(time.Hour),
+			slices: []resourcev1.ResourceSlice{slice(node, driver, node, 1, gpus(8, "uuid", 3, badUUID)...)},
+			want:   Keep, clearGone: true},
+		{desc: "a rule without the node annotation whose label may be a cut name is left alone", rule: cutRule, nodeGone: true, want: Unknown,
+			why: "may be a cut node name"},
+		{desc: "the GPU not in the slices published so far of a pool of two: unknown, even though its device is another GPU", rule: rule,
+			slices: half(2, false), want: Unknown, why: "published in 1 of its 2 ResourceSlices"},
+		{desc: "the pool published whole, the GPU in its second slice: moved", rule: rule,
+			slices: half(2, true), want: Move, to: driver + "/" + node + "/gpu-6"},
 		{desc: "a long node name is read from the annotation, not the cut label", rule: longRule,
 			slices: []resourcev1.ResourceSlice{slice(longNode, driver, longNode, 1, gpus(8, "uuid", 2, badUUID)...)},
 			want:   Move, to: driver + "/" + longNode + "/gpu-2"},
@@ -418,8 +456,10 @@ func TestCheck(t *testing.T) {
 			want:   Unknown, why: "not kubemedic's form"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			got := Check(tc.rule, tc.slices, tc.nodeGone)
+			got := Check(tc.rule, tc.slices, tc.nodeGone, now)
 			require.Equal(t, tc.want, got.Verdict, got.Why)
+			require.Equal(t, tc.markGone, got.MarkGone, "MarkGone")
+			require.Equal(t, tc.clearGone, got.ClearGone, "ClearGone")
 			if tc.to != "" {
 				require.Equal(t, tc.to, got.To.String())
 				moved := Moved(tc.rule, got.To)

@@ -143,9 +143,9 @@ type AdvanceInput struct {
 	// clusterAPI, metal3 or redfish template).
 	Machine MachineObservation
 	// Device is the operation's GPU as a DRA device (WaitingForBudget and
-	// Cordoning, when the operation names a GPU UUID); nil when the API
-	// server serves no DeviceTaintRule or no ResourceSlice lists the GPU,
-	// and NoDevice then says which.
+	// Cordoning, when the operation names a GPU by UUID or bus ID); nil
+	// when the API server serves no DeviceTaintRule or no ResourceSlice
+	// lists the GPU, and NoDevice then says which.
 	Device   *Device
 	NoDevice string
 	// CaptureTemplate is the diagnostics' NodeOperationTemplate (Capturing);
@@ -462,10 +462,11 @@ func (t *transition) drainOrRun() {
 }
 
 // gpuScoped reports whether the operation acts on one GPU the trigger names
-// by UUID: it is not a quarantine, it does not drain (a drain empties the
-// whole node, and on a node left schedulable the evicted pods' controllers
-// would place them back while the drain chases them), and its template
-// (read in Cordoning) does not reboot, power-cycle or replace the node.
+// by UUID or bus ID: it is not a quarantine, it does not drain (a drain
+// empties the whole node, and on a node left schedulable the evicted pods'
+// controllers would place them back while the drain chases them), and its
+// template (read in Cordoning) does not reboot, power-cycle or replace the
+// node.
 func (t *transition) gpuScoped() bool {
 	op := t.in.Op
 	g := op.Status.GPU
@@ -682,13 +683,14 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 			// Asked in a pass whose status write failed: recorded now,
 			// never asked twice.
 			t.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: machineTarget(m, op), Action: MachineAction(kind, t.in.Template), Time: metav1.NewTime(t.in.Now)}
-		case criterion == v1alpha1.SuccessMachineReplaced && (n == nil || nodeReplaced(op, n)):
-			// The node is gone, or back under a new UID: its machine was
-			// replaced already. Our request's status write was lost and
-			// the MachineHealthCheck acted, with Machine and Node, before
-			// the retry (or someone else replaced it): either way there is
-			// nothing left to ask, and this is not MachineNotFound.
-			t.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: machineTarget(m, op), Action: MachineAction(kind, t.in.Template), Time: metav1.NewTime(t.in.Now)}
+		case criterion == v1alpha1.SuccessMachineReplaced && m.Missing != "" && (n == nil || nodeReplaced(op, n)):
+			// No Machine, and the node is gone or back under a new UID:
+			// the machine was replaced already. Our request's status write
+			// was lost and the MachineHealthCheck acted, with Machine and
+			// Node, before the retry (or someone else replaced it): either
+			// way there is nothing left to ask, and this is not
+			// MachineNotFound. A Machine still there is asked as usual.
+			t.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: machineTarget(m, op), Action: ActionFoundReplaced, Time: metav1.NewTime(t.in.Now)}
 		case m.Missing != "":
 			msg := Truncate(m.Missing, maxMessage)
 			t.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonMachineNotFound, msg)
@@ -704,6 +706,11 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 				// that changed since admission (the fault, a long drain)
 				// must not pass for a power cycle the provider makes later.
 				t.Status.BootID = n.Status.NodeInfo.BootID
+			}
+			if criterion == v1alpha1.SuccessMachineReplaced && n != nil && n.UID != "" {
+				// Likewise the replacement: a node that re-registered
+				// since admission (a new UID, the same machine) is not it.
+				t.Status.NodeUID = string(n.UID)
 			}
 			t.emit(corev1.EventTypeNormal, v1alpha1.EventMachineRequested, "Request", fmt.Sprintf("asked %s: %s", m.Target, t.Status.MachineRequest.Action))
 		}
@@ -749,7 +756,11 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 	if criterion == v1alpha1.SuccessMachineReplaced {
 		what = "the Machine to be replaced"
 	}
-	t.Status.Message = Truncate(fmt.Sprintf("asked %s; waiting for %s, until %s", m.Target, what, deadline.UTC().Format(time.RFC3339)), maxMessage)
+	target := m.Target
+	if r := t.Status.MachineRequest; r != nil {
+		target = r.Target
+	}
+	t.Status.Message = Truncate(fmt.Sprintf("asked %s; waiting for %s, until %s", target, what, deadline.UTC().Format(time.RFC3339)), maxMessage)
 }
 
 // nodeReplaced reports whether n is not the node the operation was admitted
@@ -757,6 +768,10 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 func nodeReplaced(op *v1alpha1.NodeOperation, n *corev1.Node) bool {
 	return op.Status.NodeUID != "" && string(n.UID) != op.Status.NodeUID
 }
+
+// ActionFoundReplaced is the action a MachineRequest records when the
+// machine was found replaced before kubemedic recorded asking for it.
+const ActionFoundReplaced = "not asked (again): found replaced, its Node gone or back under a new UID and its Machine gone"
 
 // machineTarget is what a request is recorded as asking: the target found,
 // else the node's Machine in words.

@@ -96,9 +96,19 @@ func TestAdvanceMachine(t *testing.T) {
 					require.NotEqual(t, v1alpha1.EventMachineRequested, e.Reason, "not asked now")
 				}
 			}}},
-		{desc: "clusterAPI: the node back under a new UID before the request was recorded is the replacement",
-			in:   AdvanceInput{Op: running(), Node: node("n1", withUID("uid-b")), Template: capi, Machine: MachineObservation{Missing: "no Cluster API Machine for node n1"}},
-			want: want{phase: v1alpha1.PhaseVerifying, effect: EffectNone, conditions: []string{"OperationSucceeded=True/MachineReplaced"}}},
+		{desc: "clusterAPI: the node back under a new UID, its Machine gone, before the request was recorded is the replacement, recorded as not asked",
+			in: AdvanceInput{Op: running(), Node: node("n1", withUID("uid-b")), Template: capi, Machine: MachineObservation{Missing: "no Cluster API Machine for node n1"}},
+			want: want{phase: v1alpha1.PhaseVerifying, effect: EffectNone, conditions: []string{"OperationSucceeded=True/MachineReplaced"}, check: func(t *testing.T, tr Transition) {
+				require.Equal(t, ActionFoundReplaced, tr.Status.MachineRequest.Action)
+			}}},
+		{desc: "clusterAPI: a node back under a new UID whose Machine is still there (it re-registered) is asked, not taken for replaced",
+			in: AdvanceInput{Op: running(), Node: node("n1", withUID("uid-b")), Template: capi, Machine: MachineObservation{Target: machine}},
+			want: want{phase: v1alpha1.PhaseRunning, effect: EffectMachineRequest, events: []string{v1alpha1.EventMachineRequested}, check: func(t *testing.T, tr Transition) {
+				require.Equal(t, "uid-b", tr.Status.NodeUID, "the replacement to wait for is of the node as asked")
+			}}},
+		{desc: "clusterAPI: a recorded request waiting for a replacement that is not Ready says what was asked",
+			in:   AdvanceInput{Op: running(asked(v1alpha1.MachineClusterAPI, machine, ago(time.Minute))), Node: node("n1", withUID("uid-b"), notReady), Template: capi, Machine: MachineObservation{Target: ""}},
+			want: want{phase: v1alpha1.PhaseRunning, effect: EffectNone, message: "asked " + machine + "; waiting for the Machine to be replaced"}},
 		{desc: "metal3: a node gone before anything was asked is not a power cycle",
 			in:   AdvanceInput{Op: running(), Template: metal3, Machine: MachineObservation{Missing: "node n1 does not exist, so its BareMetalHost cannot be found"}},
 			want: want{phase: v1alpha1.PhaseFailed, message: "MachineNotFound"}},

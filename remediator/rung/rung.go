@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -83,7 +84,7 @@ func (p *Provider) Observe(ctx context.Context, tpl *v1alpha1.NodeOperationTempl
 func (p *Provider) Request(ctx context.Context, tpl *v1alpha1.NodeOperationTemplate, op *v1alpha1.NodeOperation, node *corev1.Node) error {
 	switch tpl.Spec.MachineKind() {
 	case v1alpha1.MachineClusterAPI:
-		obj, _, err := p.findMachine(ctx, node, op)
+		obj, _, _, err := p.findMachine(ctx, node, op)
 		if err != nil || obj == nil {
 			return errors.Join(err, fmt.Errorf("the Machine of node %s is gone since it was found", op.Spec.NodeName))
 		}
@@ -92,11 +93,15 @@ func (p *Provider) Request(ctx context.Context, tpl *v1alpha1.NodeOperationTempl
 		}
 		// The Node too: the MachineHealthCheck may delete the Machine
 		// before a pass whose status write failed is retried, and the
-		// Node (until it goes as well) still says it was asked. A failed
-		// write here asks the Machine again, which is harmless.
-		return p.markNode(ctx, node, op)
+		// Node (until it goes as well) still says it was asked. Best
+		// effort: the Machine was asked, and failing the pass here would
+		// only put the status write (the request's record) at risk.
+		if err := p.markNode(ctx, node, op); err != nil {
+			log.FromContext(ctx).Error(err, "Asked the Machine, but could not mark the Node as asked", "machine", targetOf(obj))
+		}
+		return nil
 	case v1alpha1.MachineMetal3:
-		obj, _, err := p.findHost(ctx, node, op)
+		obj, _, _, err := p.findHost(ctx, node, op)
 		if err != nil || obj == nil {
 			return errors.Join(err, fmt.Errorf("the BareMetalHost of node %s is gone since it was found", op.Spec.NodeName))
 		}
@@ -157,7 +162,10 @@ func markedBy[T metav1.Object](obj T, op *v1alpha1.NodeOperation) bool {
 	return obj.GetAnnotations()[v1alpha1.AnnotationMachineRequestedBy] == v1alpha1.MachineRequestMarker(op)
 }
 
-type finder func(ctx context.Context, node *corev1.Node, op *v1alpha1.NodeOperation) (*unstructured.Unstructured, string, error)
+// A finder finds the node's Machine or BareMetalHost. When it finds none,
+// missing says why and absent whether that is because none exists (rather
+// than a kind not served, or an object that is not the node's).
+type finder func(ctx context.Context, node *corev1.Node, op *v1alpha1.NodeOperation) (obj *unstructured.Unstructured, missing string, absent bool, err error)
 
 // observeObject observes a Machine or BareMetalHost: before the request,
 // found or Missing; after it, the object asked (by the recorded target)
@@ -179,14 +187,14 @@ func (p *Provider) observeObject(ctx context.Context, op *v1alpha1.NodeOperation
 		}
 		return plan.MachineObservation{Target: r.Target, Requested: true}, nil
 	}
-	obj, missing, err := find(ctx, node, op)
+	obj, missing, absent, err := find(ctx, node, op)
 	if err != nil {
 		return plan.MachineObservation{}, err
 	}
 	// Only a Machine's request also marks the Node (see Request).
 	nodeMarked := gvk == MachineGVK && markedBy(node, op)
 	if obj == nil {
-		if nodeMarked {
+		if nodeMarked && absent {
 			// Asked in a pass whose status write failed, and the Machine
 			// went before this one: the Node still says so, and the
 			// Machine gone is the replacement.
@@ -204,13 +212,13 @@ func annotatedMachine(node *corev1.Node) string {
 	if m == "" || ns == "" {
 		return ""
 	}
-	return MachineGVK.Kind + " " + ns + "/" + m
+	return target(MachineGVK.Kind, ns, m)
 }
 
 // findMachine finds the node's Machine: by the node's
 // cluster.x-k8s.io/machine annotation (with cluster.x-k8s.io/cluster-namespace),
 // else the one Machine whose status.nodeRef names the node.
-func (p *Provider) findMachine(ctx context.Context, node *corev1.Node, op *v1alpha1.NodeOperation) (*unstructured.Unstructured, string, error) {
+func (p *Provider) findMachine(ctx context.Context, node *corev1.Node, op *v1alpha1.NodeOperation) (*unstructured.Unstructured, string, bool, error) {
 	name := op.Spec.NodeName
 	if node != nil {
 		if m, ns := node.Annotations[annotationCAPIMachine], node.Annotations[annotationCAPINamespace]; m != "" && ns != "" {
@@ -222,13 +230,13 @@ func (p *Provider) findMachine(ctx context.Context, node *corev1.Node, op *v1alp
 				// Whoever can annotate the node (its kubelet) must not get
 				// another node's Machine replaced.
 				if ref, _, _ := unstructured.NestedString(obj.Object, "status", "nodeRef", "name"); ref != "" && ref != name {
-					return nil, fmt.Sprintf("Machine %s/%s, which node %s's %s annotation names, belongs to node %s (its status.nodeRef); kubemedic asks no other node's Machine", ns, m, name, annotationCAPIMachine, ref), nil
+					return nil, fmt.Sprintf("Machine %s/%s, which node %s's %s annotation names, belongs to node %s (its status.nodeRef); kubemedic asks no other node's Machine", ns, m, name, annotationCAPIMachine, ref), false, nil
 				}
-				return obj, "", nil
+				return obj, "", false, nil
 			case notServed(err):
-				return nil, notServedMsg(MachineGVK), nil
+				return nil, notServedMsg(MachineGVK), false, nil
 			case !apierrors.IsNotFound(err):
-				return nil, "", fmt.Errorf("get Machine %s/%s of node %s: %w", ns, m, name, err)
+				return nil, "", false, fmt.Errorf("get Machine %s/%s of node %s: %w", ns, m, name, err)
 			}
 		}
 	}
@@ -236,9 +244,9 @@ func (p *Provider) findMachine(ctx context.Context, node *corev1.Node, op *v1alp
 	list.SetGroupVersionKind(MachineGVK.GroupVersion().WithKind("MachineList"))
 	if err := p.Reader.List(ctx, list); err != nil {
 		if notServed(err) {
-			return nil, notServedMsg(MachineGVK), nil
+			return nil, notServedMsg(MachineGVK), false, nil
 		}
-		return nil, "", fmt.Errorf("list Machines for node %s: %w", name, err)
+		return nil, "", false, fmt.Errorf("list Machines for node %s: %w", name, err)
 	}
 	var found []*unstructured.Unstructured
 	annotated, clusterNS, cluster := "", "", ""
@@ -262,23 +270,23 @@ func (p *Provider) findMachine(ctx context.Context, node *corev1.Node, op *v1alp
 	}
 	switch len(found) {
 	case 0:
-		return nil, fmt.Sprintf("no Cluster API Machine for node %s: the node has no %s annotation naming one, and no Machine's status.nodeRef names it (%d Machines looked at)", name, annotationCAPIMachine, len(list.Items)), nil
+		return nil, fmt.Sprintf("no Cluster API Machine for node %s: the node has no %s annotation naming one, and no Machine's status.nodeRef names it (%d Machines looked at)", name, annotationCAPIMachine, len(list.Items)), true, nil
 	case 1:
-		return found[0], "", nil
+		return found[0], "", false, nil
 	}
 	var names []string
 	for _, m := range found {
 		names = append(names, m.GetNamespace()+"/"+m.GetName())
 	}
-	return nil, fmt.Sprintf("%d Cluster API Machines claim node %s (%s); kubemedic asks none of them", len(found), name, strings.Join(names, ", ")), nil
+	return nil, fmt.Sprintf("%d Cluster API Machines claim node %s (%s); kubemedic asks none of them", len(found), name, strings.Join(names, ", ")), false, nil
 }
 
 // findHost finds the node's BareMetalHost: by the node's
 // kubemedic.io/baremetalhost annotation (namespace/name), else its
 // providerID metal3://namespace/name/... as CAPM3 writes it.
-func (p *Provider) findHost(ctx context.Context, node *corev1.Node, op *v1alpha1.NodeOperation) (*unstructured.Unstructured, string, error) {
+func (p *Provider) findHost(ctx context.Context, node *corev1.Node, op *v1alpha1.NodeOperation) (*unstructured.Unstructured, string, bool, error) {
 	if node == nil {
-		return nil, "node " + op.Spec.NodeName + " does not exist, so its BareMetalHost cannot be found", nil
+		return nil, "node " + op.Spec.NodeName + " does not exist, so its BareMetalHost cannot be found", false, nil
 	}
 	ref, from := node.Annotations[v1alpha1.AnnotationBareMetalHost], "annotation "+v1alpha1.AnnotationBareMetalHost
 	if ref == "" {
@@ -290,26 +298,26 @@ func (p *Provider) findHost(ctx context.Context, node *corev1.Node, op *v1alpha1
 	}
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok || ns == "" || name == "" {
-		return nil, fmt.Sprintf("no Metal3 BareMetalHost for node %s: set its annotation %s to namespace/name, or a providerID metal3://namespace/name/... (providerID is %q)", node.Name, v1alpha1.AnnotationBareMetalHost, node.Spec.ProviderID), nil
+		return nil, fmt.Sprintf("no Metal3 BareMetalHost for node %s: set its annotation %s to namespace/name, or a providerID metal3://namespace/name/... (providerID is %q)", node.Name, v1alpha1.AnnotationBareMetalHost, node.Spec.ProviderID), false, nil
 	}
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(BareMetalHostGVK)
 	err := p.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
 	switch {
 	case notServed(err):
-		return nil, notServedMsg(BareMetalHostGVK), nil
+		return nil, notServedMsg(BareMetalHostGVK), false, nil
 	case apierrors.IsNotFound(err):
-		return nil, fmt.Sprintf("BareMetalHost %s/%s of node %s (from its %s) does not exist", ns, name, node.Name, from), nil
+		return nil, fmt.Sprintf("BareMetalHost %s/%s of node %s (from its %s) does not exist", ns, name, node.Name, from), true, nil
 	case err != nil:
-		return nil, "", fmt.Errorf("get BareMetalHost %s/%s of node %s: %w", ns, name, node.Name, err)
+		return nil, "", false, fmt.Errorf("get BareMetalHost %s/%s of node %s: %w", ns, name, node.Name, err)
 	}
 	if back := obj.GetAnnotations()[v1alpha1.AnnotationBareMetalHostNode]; !strings.HasPrefix(from, "providerID") && back != node.Name {
 		// The node's annotation alone, which its kubelet can write, never
 		// chooses a host; the providerID cannot be changed once set.
 		return nil, fmt.Sprintf("BareMetalHost %s/%s, named by node %s's annotation %s, does not name the node back (its annotation %s is %q): set it, or use the providerID metal3://%s/%s/...",
-			ns, name, node.Name, v1alpha1.AnnotationBareMetalHost, v1alpha1.AnnotationBareMetalHostNode, back, ns, name), nil
+			ns, name, node.Name, v1alpha1.AnnotationBareMetalHost, v1alpha1.AnnotationBareMetalHostNode, back, ns, name), false, nil
 	}
-	return obj, "", nil
+	return obj, "", false, nil
 }
 
 // redfishRequest builds the BMC request: the address from the template,
@@ -364,8 +372,11 @@ func mergeAnnotations(a map[string]any) client.Patch {
 
 // targetOf names an object as the status records it: "Kind ns/name".
 func targetOf(obj *unstructured.Unstructured) string {
-	return obj.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
+	return target(obj.GetKind(), obj.GetNamespace(), obj.GetName())
 }
+
+// target is targetOf's form; parseTarget reads it back.
+func target(kind, ns, name string) string { return kind + " " + ns + "/" + name }
 
 // parseTarget reads back targetOf's form.
 func parseTarget(target, kind string) (types.NamespacedName, bool) {
