@@ -87,17 +87,7 @@ func TestRuleKeeper(t *testing.T) {
 	require.NoError(t, m.Register(reg))
 	clk := clocktesting.NewFakeClock(time.Now())
 	k := &ruleKeeper{Client: c, Reader: c, Recorder: recorder, Metrics: m, Clock: clk}
-	drained := func() []string {
-		var out []string
-		for {
-			select {
-			case e := <-recorder.Events:
-				out = append(out, e)
-			default:
-				return out
-			}
-		}
-	}
+	drained := func() []string { return recorded(recorder) }
 	count := func(v string) float64 {
 		return metricstest.Value(t, reg, "kubemedic_remediation_gpu_exclusion_checks_total", map[string]string{"verdict": v})
 	}

@@ -68,17 +68,7 @@ func TestFailedEffectRecordsNothing(t *testing.T) {
 		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), got))
 		return got
 	}
-	reasons := func() []string {
-		var out []string
-		for {
-			select {
-			case e := <-recorder.Events:
-				out = append(out, e)
-			default:
-				return out
-			}
-		}
-	}
+	reasons := func() []string { return recorded(recorder) }
 
 	_, err = reconciler(failing).Reconcile(ctx, req)
 	require.ErrorIs(t, err, refused)
@@ -115,4 +105,17 @@ func TestFailedEffectRecordsNothing(t *testing.T) {
 	require.Equal(t, 2, cordoned, "Cordoned told once, on the operation and on the node")
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: LedgerName}, cm))
 	require.Equal(t, reservedAt, cm.ResourceVersion, "the ledger is written once: the second pass finds the operation reserved")
+}
+
+// recorded returns the Events the fake recorder holds, taking them out.
+func recorded(r *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-r.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
 }
