@@ -35,9 +35,10 @@ const RuleCheckPeriod = time.Minute
 // and leave the faulty one schedulable. Every RuleCheckPeriod the keeper
 // reads each rule's node and that node's ResourceSlices from the API
 // server and applies devicetaint.Check: it moves a rule to the GPU's new
-// device, deletes one whose device is another GPU now or whose node is
-// gone, and leaves one alone on missing evidence. Each change is an Event
-// on the node and a log line; each verdict is counted.
+// device, deletes one whose device is another GPU now or whose node has
+// been gone for devicetaint.NodeGoneGrace (recording on the rule when it
+// was first seen gone), and leaves one alone on missing evidence. Each
+// change is an Event on the node and a log line; each verdict is counted.
 type ruleKeeper struct {
 	Client   client.Client
 	Reader   client.Reader
