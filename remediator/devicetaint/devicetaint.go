@@ -399,12 +399,14 @@ const (
 	// Move: the GPU is another device now (the driver numbered the node's
 	// devices again, after a reboot); the rule must select To.
 	Move
-	// Release: the rule selects another GPU now, or its node is gone; it
-	// must be deleted, or it keeps a healthy GPU from being scheduled.
+	// Release: the rule selects another GPU now, or its node has been gone
+	// for NodeGoneGrace; it must be deleted, or it keeps a healthy GPU from
+	// being scheduled.
 	Release
-	// Unknown: the node's devices cannot tell (not published, a device
-	// without a uuid, two devices with the GPU's UUID); the rule stays as it
-	// is.
+	// Unknown: the node's devices cannot tell (not published, a pool
+	// published in part, a device without a uuid, two devices with the
+	// GPU's UUID), or its node is gone for less than NodeGoneGrace; the
+	// rule stays as it is.
 	Unknown
 )
 

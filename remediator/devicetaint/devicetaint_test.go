@@ -353,7 +353,8 @@ func TestServedByDiscovery(t *testing.T) {
 
 // TestCheck: a rule follows its GPU when the driver numbers the node's
 // devices again, is released when its device is another GPU now or its
-// node is gone, and stays on missing or ambiguous evidence.
+// node has been gone for the grace, and stays on missing or ambiguous
+// evidence.
 func TestCheck(t *testing.T) {
 	const node, driver = "gpu-node-000", "gpu.example.com"
 	// The rule excludes badUUID as device gpu-3.

@@ -41,10 +41,10 @@
 // after a reboot, or a new card in the same slot. Check compares a rule
 // with what its node publishes now: Move when the GPU has another device
 // name, Release when the rule's device is another GPU (and the rule's GPU
-// is listed nowhere) or the node is gone, Keep or Unknown otherwise.
-// Missing evidence (no slice of the driver published yet, a device without
-// a uuid) is Unknown and never releases a rule. The remediator applies the
-// verdicts every minute.
+// is listed nowhere) or the node has been gone for NodeGoneGrace, Keep or
+// Unknown otherwise. Missing evidence (no slice of the driver published
+// yet, a pool published in part, a device without a uuid) is Unknown and
+// never releases a rule. The remediator applies the verdicts every minute.
 //
 // # Without DRA
 //
