@@ -85,6 +85,9 @@ type OperationStatus struct {
 	// where ("Captured gpu-a/op.tar.gz"), or how it went without one;
 	// empty when the step captures nothing (kubemedic diag get fetches it).
 	Diagnostics string `json:"diagnostics,omitempty"`
+	// ExcludedGPU says that the operation took one GPU out of scheduling
+	// instead of cordoning the node: "GPU-… by DeviceTaintRule name".
+	ExcludedGPU string `json:"excludedGPU,omitempty"`
 }
 
 // PolicyStatus is one RemediationPolicy as its status last recorded it.
@@ -320,6 +323,13 @@ func operationStatus(op *v1alpha1.NodeOperation) OperationStatus {
 	}
 	if op.Status.Phase.Finished() {
 		o.Finished = op.Status.CompletionTime
+	}
+	if ex := op.Status.Exclusion; ex != nil && ex.Method == v1alpha1.ExclusionDeviceTaintRule {
+		gpu := ex.Device
+		if g := op.Status.GPU; g != nil && g.UUID != "" {
+			gpu = g.UUID
+		}
+		o.ExcludedGPU = gpu + " by DeviceTaintRule " + ex.DeviceTaintRule
 	}
 	if d := op.Status.Diagnostics; d != nil {
 		o.Diagnostics = string(d.Result)

@@ -207,14 +207,20 @@ func cut(s string, n int) string {
 	return string(r[:n-3]) + "..."
 }
 
-// withDiagnostics is the operation's message, led by its capture when it
-// has one: "diagnostics Captured gpu-a/op.tar.gz; waiting for ...".
+// withDiagnostics is the operation's message, led by the GPU it excluded
+// instead of cordoning the node and by its capture, when it has them:
+// "excluded GPU-… by DeviceTaintRule …; diagnostics Captured
+// gpu-a/op.tar.gz; waiting for ...".
 func withDiagnostics(o OperationStatus) string {
-	if o.Diagnostics == "" {
-		return o.Message
+	var parts []string
+	if o.ExcludedGPU != "" {
+		parts = append(parts, "excluded "+o.ExcludedGPU)
 	}
-	if o.Message == "" {
-		return "diagnostics " + o.Diagnostics
+	if o.Diagnostics != "" {
+		parts = append(parts, "diagnostics "+o.Diagnostics)
 	}
-	return "diagnostics " + o.Diagnostics + "; " + o.Message
+	if o.Message != "" {
+		parts = append(parts, o.Message)
+	}
+	return strings.Join(parts, "; ")
 }

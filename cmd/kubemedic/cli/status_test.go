@@ -465,7 +465,8 @@ func TestStatusOnAPIServer(t *testing.T) {
 }
 
 // An operation whose capture kept a bundle says so, and where, ahead of
-// its message; one that captured nothing is as before.
+// its message; one that captured nothing is as before. One that excluded
+// a GPU instead of cordoning the node says which, first.
 func TestOperationStatusDiagnostics(t *testing.T) {
 	op := v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "xid.gpu-a-0"}, Spec: v1alpha1.NodeOperationSpec{NodeName: "gpu-a"},
 		Status: v1alpha1.NodeOperationStatus{Phase: v1alpha1.PhaseRunning, Message: "waiting for pod"}}
@@ -479,4 +480,11 @@ func TestOperationStatusDiagnostics(t *testing.T) {
 	op.Status.Diagnostics = &v1alpha1.DiagnosticsStatus{Result: v1alpha1.DiagnosticsFailed}
 	op.Status.Message = ""
 	require.Equal(t, "diagnostics Failed", withDiagnostics(operationStatus(&op)))
+	op.Status.Diagnostics = nil
+	op.Status.Message = "waiting for pod"
+	op.Status.GPU = &v1alpha1.GPUTarget{UUID: "GPU-8f2c0b1e-3c4d-4e5f-8a9b-0c1d2e3f4a5b", BusID: "0000:3b:00.0"}
+	op.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionCordon, Message: "cordoned the node: the step drains the node"}
+	require.Empty(t, operationStatus(&op).ExcludedGPU, "a cordon is the usual path, not repeated")
+	op.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionDeviceTaintRule, DeviceTaintRule: "kubemedic-gpu-a-8f2c-1a2b3c4d5e", Device: "gpu.nvidia.com/gpu-a/gpu-3"}
+	require.Equal(t, "excluded GPU-8f2c0b1e-3c4d-4e5f-8a9b-0c1d2e3f4a5b by DeviceTaintRule kubemedic-gpu-a-8f2c-1a2b3c4d5e; waiting for pod", withDiagnostics(operationStatus(&op)))
 }
