@@ -764,7 +764,8 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 }
 
 // nodeReplaced reports whether n is not the node the operation was admitted
-// on: the same name with another UID.
+// on, or, once a Machine was asked, the node as it was then: the same name
+// with another UID.
 func nodeReplaced(op *v1alpha1.NodeOperation, n *corev1.Node) bool {
 	return op.Status.NodeUID != "" && string(n.UID) != op.Status.NodeUID
 }
