@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -160,6 +162,25 @@ func TestRuleKeeper(t *testing.T) {
 	require.Equal(t, float64(2), count("Release"))
 	require.Empty(t, drained(), "no node to tell")
 	require.Equal(t, float64(0), count("Error"))
+
+	// The node's slices cannot be read: an error naming the node, counted,
+	// and the rule left as it is (never read as "nothing published").
+	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	refused := errors.New("the API server is away")
+	failing := interceptor.NewClient(ww, interceptor.Funcs{
+		List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, slices := list.(*resourcev1.ResourceSliceList); slices {
+				return refused
+			}
+			return cl.List(ctx, list, opts...)
+		},
+	})
+	before = rule("gpu-2", quiet).ResourceVersion
+	err = (&ruleKeeper{Client: c, Reader: failing, Recorder: recorder, Metrics: m, Clock: clk}).checkAll(ctx)
+	require.ErrorContains(t, err, "the rules of 1 of 1 nodes could not be checked")
+	require.Equal(t, float64(1), count("Error"))
+	require.Equal(t, before, rule("gpu-2", quiet).ResourceVersion, "an unread node's rule is not touched")
 }
 
 // BenchmarkRuleKeeperPass times one check of every kubemedic

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -84,9 +82,8 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 			return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		},
 	})
-	r := &OperationReconciler{Client: cached, Reader: c, Recorder: events.NewFakeRecorder(100), Clock: clocktesting.NewFakePassiveClock(time.Now()),
-		Metrics: NewMetrics(c), Namespace: ns, ledger: &ledger{client: c, reader: c, namespace: ns},
-		Machines: &rung.Provider{Client: c, Reader: c, Namespace: ns}}
+	r := testReconciler(cached, c, ns, events.NewFakeRecorder(100))
+	r.Machines = &rung.Provider{Client: c, Reader: c, Namespace: ns}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
 
 	_, err = r.Reconcile(ctx, req)

@@ -58,10 +58,7 @@ func TestFailedEffectRecordsNothing(t *testing.T) {
 		},
 	})
 	recorder := events.NewFakeRecorder(100)
-	reconciler := func(cl client.Client) *OperationReconciler {
-		return &OperationReconciler{Client: cl, Reader: cl, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(time.Now()),
-			Metrics: NewMetrics(cl), Namespace: ns, ledger: &ledger{client: cl, reader: cl, namespace: ns}}
-	}
+	reconciler := func(cl client.Client) *OperationReconciler { return testReconciler(cl, cl, ns, recorder) }
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
 	get := func() *v1alpha1.NodeOperation {
 		got := &v1alpha1.NodeOperation{}
@@ -118,4 +115,11 @@ func recorded(r *events.FakeRecorder) []string {
 			return out
 		}
 	}
+}
+
+// testReconciler is an operation reconciler writing through cl and reading
+// the API server through reader, with operation pods and the ledger in ns.
+func testReconciler(cl client.Client, reader client.Reader, ns string, recorder events.EventRecorder) *OperationReconciler {
+	return &OperationReconciler{Client: cl, Reader: reader, Recorder: recorder, Clock: clocktesting.NewFakePassiveClock(time.Now()),
+		Metrics: NewMetrics(cl), Namespace: ns, ledger: &ledger{client: cl, reader: reader, namespace: ns}}
 }

@@ -416,14 +416,26 @@ func TestAdvanceEventTypes(t *testing.T) {
 // checks the effects come in order.
 func TestAdvanceWalksTheLifecycle(t *testing.T) {
 	o := op("op", "n1", withDrain, trigger(xidMessage, ago(time.Hour)))
+	effects, _ := walk(o, 12, func(in *AdvanceInput) {})
+	require.Equal(t, []Effect{EffectNone, EffectReserve, EffectCordon, EffectNone, EffectCreatePod, EffectNone, EffectUncordon, EffectNone, EffectDeleteOperation}, effects)
+}
+
+// walk feeds each transition's status back into Advance, as the controller
+// does, at most steps times or until the operation is deleted, moving the
+// clock by each requeue. Each input has a booted node n1, a reset template,
+// a Start admission and, once Running with its pod created, that pod
+// succeeded; more adds to it. It returns the effects, in order, and the
+// operation as last recorded.
+func walk(o *v1alpha1.NodeOperation, steps int, more func(in *AdvanceInput)) ([]Effect, *v1alpha1.NodeOperation) {
 	n := node("n1", booted("boot-a"))
 	var effects []Effect
 	clock := now
-	for range 12 {
+	for range steps {
 		in := AdvanceInput{Op: o, Node: n, Template: tpl(v1alpha1.SuccessPodSucceeded), Admission: Admission{Verdict: Start}, Now: clock, Retention: time.Hour}
 		if o.Status.Phase == v1alpha1.PhaseRunning && o.Status.PodName != "" {
 			in.Pod = opPod(corev1.PodSucceeded, clock, 0)
 		}
+		more(&in)
 		tr := Advance(in)
 		effects = append(effects, tr.Effect)
 		o = o.DeepCopy()
@@ -435,7 +447,7 @@ func TestAdvanceWalksTheLifecycle(t *testing.T) {
 			clock = clock.Add(tr.RequeueAfter)
 		}
 	}
-	require.Equal(t, []Effect{EffectNone, EffectReserve, EffectCordon, EffectNone, EffectCreatePod, EffectNone, EffectUncordon, EffectNone, EffectDeleteOperation}, effects)
+	return effects, o
 }
 
 func TestRetention(t *testing.T) {

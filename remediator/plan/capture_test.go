@@ -152,30 +152,13 @@ func TestAdvanceCapturing(t *testing.T) {
 // before the drain creates the capture pod once, then drains and runs.
 func TestAdvanceWalksTheLifecycleWithCapture(t *testing.T) {
 	o := op("op", "n1", withDrain, trigger(xidMessage, ago(time.Hour)), diag("", false, 5*time.Minute))
-	n := node("n1", booted("boot-a"))
 	ok := report(diagnostics.Report{Result: v1alpha1.DiagnosticsCaptured, Key: "n1/op.tar.gz", Size: 10, SHA256: bundleSHA, Stored: true})
-	var effects []Effect
-	clock := now
-	for range 14 {
-		in := AdvanceInput{Op: o, Node: n, Template: tpl(v1alpha1.SuccessPodSucceeded), CaptureTemplate: tpl(v1alpha1.SuccessPodSucceeded),
-			Admission: Admission{Verdict: Start}, Now: clock, Retention: time.Hour}
-		if o.Status.Phase == v1alpha1.PhaseCapturing && o.Status.Diagnostics != nil {
+	effects, o := walk(o, 14, func(in *AdvanceInput) {
+		in.CaptureTemplate = tpl(v1alpha1.SuccessPodSucceeded)
+		if in.Op.Status.Phase == v1alpha1.PhaseCapturing && in.Op.Status.Diagnostics != nil {
 			in.CapturePod = capturePod(corev1.PodSucceeded, ok)
 		}
-		if o.Status.Phase == v1alpha1.PhaseRunning && o.Status.PodName != "" {
-			in.Pod = opPod(corev1.PodSucceeded, clock, 0)
-		}
-		tr := Advance(in)
-		effects = append(effects, tr.Effect)
-		o = o.DeepCopy()
-		o.Status = tr.Status
-		if tr.Effect == EffectDeleteOperation {
-			break
-		}
-		if tr.RequeueAfter > 0 {
-			clock = clock.Add(tr.RequeueAfter)
-		}
-	}
+	})
 	require.Equal(t, []Effect{EffectNone, EffectReserve, EffectCordon, EffectCreateCapturePod, EffectNone, EffectNone, EffectCreatePod, EffectNone, EffectUncordon, EffectNone, EffectDeleteOperation}, effects)
 	require.Equal(t, v1alpha1.DiagnosticsCaptured, o.Status.Diagnostics.Result)
 }

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -75,7 +74,7 @@ func (p *Provider) Observe(ctx context.Context, tpl *v1alpha1.NodeOperationTempl
 		if err != nil || missing != "" {
 			return plan.MachineObservation{Missing: missing}, err
 		}
-		return plan.MachineObservation{Target: redfishTarget(req), Requested: markedBy(node, op)}, nil
+		return plan.MachineObservation{Target: redfishTarget(req), Requested: marked(node.Annotations, op)}, nil
 	}
 	return plan.MachineObservation{}, fmt.Errorf("template %s asks no machine provider", tpl.Name)
 }
@@ -152,14 +151,9 @@ func (p *Provider) markNode(ctx context.Context, node *corev1.Node, op *v1alpha1
 	return nil
 }
 
-// markedBy reports whether obj carries op's request marker; a nil obj
-// does not.
-func markedBy[T metav1.Object](obj T, op *v1alpha1.NodeOperation) bool {
-	var none T
-	if any(obj) == any(none) {
-		return false
-	}
-	return obj.GetAnnotations()[v1alpha1.AnnotationMachineRequestedBy] == v1alpha1.MachineRequestMarker(op)
+// marked reports whether annotations carry op's request marker.
+func marked(annotations map[string]string, op *v1alpha1.NodeOperation) bool {
+	return annotations[v1alpha1.AnnotationMachineRequestedBy] == v1alpha1.MachineRequestMarker(op)
 }
 
 // A finder finds the node's Machine or BareMetalHost. When it finds none,
@@ -192,7 +186,7 @@ func (p *Provider) observeObject(ctx context.Context, op *v1alpha1.NodeOperation
 		return plan.MachineObservation{}, err
 	}
 	// Only a Machine's request also marks the Node (see Request).
-	nodeMarked := gvk == MachineGVK && markedBy(node, op)
+	nodeMarked := gvk == MachineGVK && node != nil && marked(node.Annotations, op)
 	if obj == nil {
 		if nodeMarked && absent {
 			// Asked in a pass whose status write failed, and the Machine
@@ -202,7 +196,7 @@ func (p *Provider) observeObject(ctx context.Context, op *v1alpha1.NodeOperation
 		}
 		return plan.MachineObservation{Missing: missing}, nil
 	}
-	return plan.MachineObservation{Target: targetOf(obj), Requested: markedBy(obj, op) || nodeMarked}, nil
+	return plan.MachineObservation{Target: targetOf(obj), Requested: marked(obj.GetAnnotations(), op) || nodeMarked}, nil
 }
 
 // annotatedMachine names the Machine that the node's Cluster API

@@ -62,6 +62,34 @@ func history(t require.TestingT, env *localcluster.Cluster, node string) gpuhist
 	return h
 }
 
+// waitGPUExcluded waits for node's one operation to exclude GPU uuid by
+// DeviceTaintRule, and returns it.
+func waitGPUExcluded(t *testing.T, env *localcluster.Cluster, node, uuid string) v1alpha1.NodeOperation {
+	t.Helper()
+	var op v1alpha1.NodeOperation
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ops := opsOnNode(c, env, node)
+		require.Len(c, ops, 1, describeOps(env))
+		op = ops[0]
+		require.NotNil(c, op.Status.Exclusion, describeOps(env))
+		require.Equal(c, v1alpha1.ExclusionDeviceTaintRule, op.Status.Exclusion.Method, op.Status.Exclusion.Message)
+		require.True(c, ruleExists(c, env, node, uuid), "the DeviceTaintRule for %s", uuid)
+	}, 30*time.Second, 200*time.Millisecond)
+	return op
+}
+
+// waitGPURepaired clears node's Xid and waits for operation op to be
+// verified and GPU uuid's rule removed.
+func waitGPURepaired(t *testing.T, env *localcluster.Cluster, node, uuid, op string) {
+	t.Helper()
+	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionFalse, "NoXid", "no actionable Xid since the last reset or boot")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		o := getOp(t, env, op)
+		require.Equal(c, v1alpha1.PhaseSucceeded, o.Status.Phase, describeOps(env))
+		require.False(c, ruleExists(c, env, node, uuid), "the rule is removed after the verified repair")
+	}, 40*time.Second, 200*time.Millisecond)
+}
+
 // TestGPUExclusionWithDRA: where the API server serves DeviceTaintRule, a
 // GPU-scoped reset taints the faulty GPU alone and leaves the node
 // schedulable; a verified repair removes the rule. The node's GPU history
@@ -92,38 +120,17 @@ func TestGPUExclusionWithDRA(t *testing.T) {
 	xidBad := xidUUIDs[4]
 	setCondition(t, env, xidNode, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason,
 		"XidResetRequired: Xid 48 on "+localcluster.GPUBus(4)+": double-bit ECC error; reset required")
-	var byBus v1alpha1.NodeOperation
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ops := opsOnNode(c, env, xidNode)
-		require.Len(c, ops, 1, describeOps(env))
-		byBus = ops[0]
-		require.NotNil(c, byBus.Status.Exclusion, describeOps(env))
-		require.Equal(c, v1alpha1.ExclusionDeviceTaintRule, byBus.Status.Exclusion.Method, byBus.Status.Exclusion.Message)
-		require.True(c, ruleExists(c, env, xidNode, xidBad), "the DeviceTaintRule for %s", xidBad)
-	}, 30*time.Second, 200*time.Millisecond)
+	byBus := waitGPUExcluded(t, env, xidNode, xidBad)
 	require.Equal(t, &v1alpha1.GPUTarget{UUID: xidBad, BusID: localcluster.GPUBus(4)}, byBus.Status.GPU)
 	require.Equal(t, gpuDriver+"/"+xidNode+"/gpu-4", byBus.Status.Exclusion.Device)
 	require.False(t, getNode(t, env, xidNode).Spec.Unschedulable, "the node stays schedulable for its other GPUs")
-	setCondition(t, env, xidNode, v1alpha1.ConditionGPUXidError, corev1.ConditionFalse, "NoXid", "no actionable Xid since the last reset or boot")
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		o := getOp(t, env, byBus.Name)
-		require.Equal(c, v1alpha1.PhaseSucceeded, o.Status.Phase, describeOps(env))
-		require.False(c, ruleExists(c, env, xidNode, xidBad), "the rule is removed after the verified repair")
-	}, 40*time.Second, 200*time.Millisecond)
+	waitGPURepaired(t, env, xidNode, xidBad, byBus.Name)
 	xidSum := gpuhistory.Summary(history(t, env, xidNode))
 	require.Len(t, xidSum, 1, "the fault (by bus) and the operation (by UUID and bus) are one GPU: %+v", xidSum)
 	require.Equal(t, xidBad, xidSum[0].GPU.UUID)
 
 	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason, xidOn(bad))
-	var reset v1alpha1.NodeOperation
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		ops := opsOnNode(c, env, node)
-		require.Len(c, ops, 1, describeOps(env))
-		reset = ops[0]
-		require.NotNil(c, reset.Status.Exclusion, describeOps(env))
-		require.Equal(c, v1alpha1.ExclusionDeviceTaintRule, reset.Status.Exclusion.Method)
-		require.True(c, ruleExists(c, env, node, bad), "the DeviceTaintRule for %s", bad)
-	}, 30*time.Second, 200*time.Millisecond)
+	reset := waitGPUExcluded(t, env, node, bad)
 	require.Equal(t, &v1alpha1.GPUTarget{UUID: bad, BusID: "0000:3b:00.0"}, reset.Status.GPU)
 	require.Equal(t, gpuDriver+"/"+node+"/gpu-5", reset.Status.Exclusion.Device)
 	require.False(t, getNode(t, env, node).Spec.Unschedulable, "the node stays schedulable for its other GPUs")
@@ -134,12 +141,7 @@ func TestGPUExclusionWithDRA(t *testing.T) {
 
 	// The reset pod succeeds; the Xid clears; the repair is verified and
 	// the rule removed.
-	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionFalse, "NoXid", "no actionable Xid since the last reset or boot")
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		o := getOp(t, env, reset.Name)
-		require.Equal(c, v1alpha1.PhaseSucceeded, o.Status.Phase, describeOps(env))
-		require.False(c, ruleExists(c, env, node, bad), "the rule is removed after the verified repair")
-	}, 40*time.Second, 200*time.Millisecond)
+	waitGPURepaired(t, env, node, bad, reset.Name)
 	require.False(t, getNode(t, env, node).Spec.Unschedulable)
 	h := history(t, env, node)
 	key := gpuhistory.GPUKey{UUID: bad}
