@@ -82,7 +82,8 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 			return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		},
 	})
-	r := testReconciler(cached, c, ns, events.NewFakeRecorder(100))
+	rec := events.NewFakeRecorder(100)
+	r := testReconciler(cached, c, ns, rec)
 	r.Machines = &rung.Provider{Client: c, Reader: c, Namespace: ns}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
 
@@ -104,4 +105,16 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 	require.Equal(t, v1alpha1.PhaseRunning, got.Status.Phase, got.Status.Message)
 	require.NotNil(t, got.Status.MachineRequest, "the request is recorded from the marker")
 	require.Contains(t, got.Status.MachineRequest.Target, host)
+
+	// The reset is told once, though the pass that made it lost its write:
+	// on the operation and on the node.
+	close(rec.Events)
+	requested := 0
+	for e := range rec.Events {
+		if strings.Contains(e, " "+v1alpha1.EventMachineRequested+" ") {
+			require.Contains(t, e, "asked ")
+			requested++
+		}
+	}
+	require.Equal(t, 2, requested, "one MachineRequested Event on the operation and one on the node")
 }

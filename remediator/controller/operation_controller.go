@@ -100,12 +100,7 @@ func (r *OperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{}, fmt.Errorf("patch status of operation %s: %w", op.Name, perr)
 		}
 	}
-	for _, e := range out.events {
-		r.Recorder.Eventf(op, node, e.Type, e.Reason, e.Action, "%s", e.Note)
-		if node != nil {
-			r.Recorder.Eventf(node, op, e.Type, e.Reason, e.Action, "%s: %s", op.Name, e.Note)
-		}
-	}
+	r.emit(op, node, out.events)
 	for _, f := range out.afterWrite {
 		f()
 	}
@@ -113,6 +108,16 @@ func (r *OperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: out.requeue}, nil
+}
+
+// emit records the Events on the operation and, when it exists, its node.
+func (r *OperationReconciler) emit(op *v1alpha1.NodeOperation, node *corev1.Node, events []plan.Event) {
+	for _, e := range events {
+		r.Recorder.Eventf(op, node, e.Type, e.Reason, e.Action, "%s", e.Note)
+		if node != nil {
+			r.Recorder.Eventf(node, op, e.Type, e.Reason, e.Action, "%s: %s", op.Name, e.Note)
+		}
+	}
 }
 
 // advanced is what the steps of one pass leave to do once the status is
@@ -152,6 +157,13 @@ func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOper
 			out.requeue = shortest(out.requeue, time.Second)
 			return out, nil
 		}
+		for _, e := range t.Events {
+			if e.OnEffect {
+				// The effect is made: told now, as the status write that
+				// follows may fail, and its retry does not make it again.
+				r.emit(op, node, []plan.Event{e})
+			}
+		}
 		if t.Status.Phase != op.Status.Phase {
 			log.FromContext(ctx).Info("Advancing operation", "from", op.Status.Phase, "to", t.Status.Phase, "effect", t.Effect, "message", t.Status.Message)
 		}
@@ -160,7 +172,11 @@ func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOper
 			return out, err
 		}
 		op.Status = t.Status
-		out.events = append(out.events, t.Events...)
+		for _, e := range t.Events {
+			if !e.OnEffect {
+				out.events = append(out.events, e)
+			}
+		}
 		out.afterWrite = append(out.afterWrite, r.metrics(op, t)...)
 		out.requeue = shortest(out.requeue, t.RequeueAfter)
 		if t.Effect == plan.EffectDeleteOperation {

@@ -167,6 +167,11 @@ type Event struct {
 	// Action is what was done, in one word.
 	Action string
 	Note   string
+	// OnEffect: the Event reports an effect that a retried pass never
+	// makes again (a machine asked), so the controller emits it as soon
+	// as the effect is made. After the status write, it would be lost
+	// with a write that fails: the retry only records the request.
+	OnEffect bool
 }
 
 // Transition is one step of an operation's lifecycle.
@@ -178,7 +183,8 @@ type Transition struct {
 	// EffectDrain.
 	Effect Effect
 	Drain  drain.Decision
-	// Events to emit once Status is written.
+	// Events to emit once Status is written (those marked OnEffect once
+	// the Effect is made).
 	Events []Event
 	// RequeueAfter is when to look again with nothing changing; zero: on
 	// change only.
@@ -712,7 +718,8 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 				// since admission (a new UID, the same machine) is not it.
 				t.Status.NodeUID = string(n.UID)
 			}
-			t.emit(corev1.EventTypeNormal, v1alpha1.EventMachineRequested, "Request", fmt.Sprintf("asked %s: %s", m.Target, t.Status.MachineRequest.Action))
+			t.Events = append(t.Events, Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventMachineRequested, Action: "Request",
+				Note: fmt.Sprintf("asked %s: %s", m.Target, t.Status.MachineRequest.Action), OnEffect: true})
 		}
 	}
 	if t.Status.MachineRequest != nil && t.Effect == EffectNone {

@@ -76,6 +76,7 @@ func TestAdvanceMachine(t *testing.T) {
 					require.Equal(t, machine, r.Target)
 					require.Contains(t, r.Action, AnnotationRemediateMachine)
 					require.Empty(t, tr.Status.PodName)
+					require.True(t, tr.Events[0].OnEffect, "told when asked: the status write may be lost, and its retry does not ask again")
 				}}},
 		{desc: "clusterAPI: a request already on the Machine (a lost status write) is recorded, not made again",
 			in: AdvanceInput{Op: running(), Node: node("n1", withUID("uid-a")), Template: capi, Machine: MachineObservation{Target: machine, Requested: true}},
