@@ -70,7 +70,8 @@ var _ reconcile.Reconciler = &OperationReconciler{}
 const maxSteps = 9
 
 // Reconcile moves one operation as far through its lifecycle as it can go
-// now, writes its status once, then emits the Events of its transitions.
+// now, writes its status once, then emits the Events of its transitions
+// (those of an effect a retry never makes again are emitted when it is made).
 func (r *OperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	op := &v1alpha1.NodeOperation{}
 	if err := r.Client.Get(ctx, req.NamespacedName, op); err != nil {
