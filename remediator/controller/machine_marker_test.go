@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -15,12 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/rung"
 	"github.com/kubemedic/kubemedic/remediator/rung/redfish/redfishtest"
-	"github.com/kubemedic/kubemedic/test/harness"
 )
 
 // TestBMCResetOnceAfterALostStatusWrite: the pass that reset the node
@@ -30,14 +27,10 @@ import (
 // node a second time. (Reading the Node from the cache here, as before
 // 413b11e, resets it twice, and this test fails.)
 func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: starts kube-apiserver and etcd; skipped in -short mode")
-	}
-	env := harness.Start(t, localcluster.Options{})
+	const ns = "kubemedic-marker"
+	env := apiServerWith(t, ns)
 	ctx := context.Background()
 	c := env.Client
-	const ns = "kubemedic-marker"
-	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 
 	bmc := redfishtest.New(t, redfishtest.Options{Username: "kubemedic", Password: "marker-test-pw"})
 	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc"},
@@ -60,8 +53,7 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 
 	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	require.NoError(t, err)
-	lost := errors.New("the status write was lost")
-	lose := true
+	loseWrite, lost := losesOnce(func(o *v1alpha1.NodeOperation) bool { return o.Status.MachineRequest != nil })
 	// The cache: it has not seen the marker on the Node; and the status
 	// write recording the request is lost once.
 	cached := interceptor.NewClient(ww, interceptor.Funcs{
@@ -74,13 +66,7 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 			}
 			return nil
 		},
-		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			if o, isOp := obj.(*v1alpha1.NodeOperation); isOp && lose && o.Status.MachineRequest != nil {
-				lose = false
-				return lost
-			}
-			return cl.SubResource(sub).Patch(ctx, obj, patch, opts...)
-		},
+		SubResourcePatch: loseWrite,
 	})
 	rec := events.NewFakeRecorder(100)
 	r := testReconciler(cached, c, ns, rec)
@@ -108,13 +94,5 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 
 	// The reset is told once, though the pass that made it lost its write:
 	// on the operation and on the node.
-	close(rec.Events)
-	requested := 0
-	for e := range rec.Events {
-		if strings.Contains(e, " "+v1alpha1.EventMachineRequested+" ") {
-			require.Contains(t, e, "asked ")
-			requested++
-		}
-	}
-	require.Equal(t, 2, requested, "one MachineRequested Event on the operation and one on the node")
+	require.Equal(t, 2, told(recorded(rec), v1alpha1.EventMachineRequested), "one MachineRequested Event on the operation and one on the node")
 }

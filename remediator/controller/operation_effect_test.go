@@ -30,14 +30,10 @@ import (
 // with the API server answering, cordons and goes on, telling it once, and
 // the admission ledger is written once across both passes.
 func TestFailedEffectRecordsNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: starts kube-apiserver and etcd; skipped in -short mode")
-	}
-	env := harness.Start(t, localcluster.Options{})
+	const ns = "kubemedic-effects"
+	env := apiServerWith(t, ns)
 	ctx := context.Background()
 	c := env.Client
-	const ns = "kubemedic-effects"
-	require.NoError(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0"}}
 	require.NoError(t, c.Create(ctx, node))
 	require.NoError(t, c.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: "reset-gpu"},
@@ -93,13 +89,7 @@ func TestFailedEffectRecordsNothing(t *testing.T) {
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(node), n))
 	require.True(t, n.Spec.Unschedulable)
 	require.Equal(t, op.Name, n.Annotations[v1alpha1.AnnotationCordonedBy])
-	cordoned := 0
-	for _, e := range reasons() {
-		if strings.Contains(e, " "+v1alpha1.EventCordoned+" ") {
-			cordoned++
-		}
-	}
-	require.Equal(t, 2, cordoned, "Cordoned told once, on the operation and on the node")
+	require.Equal(t, 2, told(reasons(), v1alpha1.EventCordoned), "Cordoned told once, on the operation and on the node")
 	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: LedgerName}, cm))
 	require.Equal(t, reservedAt, cm.ResourceVersion, "the ledger is written once: the second pass finds the operation reserved")
 }
@@ -115,6 +105,89 @@ func recorded(r *events.FakeRecorder) []string {
 			return out
 		}
 	}
+}
+
+// told counts the events with the reason.
+func told(events []string, reason string) int {
+	n := 0
+	for _, e := range events {
+		if strings.Contains(e, " "+reason+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPodCreatedToldOnceAfterALostStatusWrite: the pass that creates the
+// operation pod loses its status write, so it emits no Event; the retry
+// finds the pod, records it without creating another, and tells it. Once:
+// a later pass tells nothing more.
+func TestPodCreatedToldOnceAfterALostStatusWrite(t *testing.T) {
+	const ns = "kubemedic-podcreated"
+	env := apiServerWith(t, ns)
+	ctx := context.Background()
+	c := env.Client
+	require.NoError(t, c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0"}}))
+	require.NoError(t, c.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: "reset-gpu"},
+		Spec: v1alpha1.NodeOperationTemplateSpec{Image: "kubemedic/ops:1", SuccessCriterion: v1alpha1.SuccessPodSucceeded}}))
+	op := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "by-hand"},
+		Spec: v1alpha1.NodeOperationSpec{NodeName: "gpu-0", StepAction: v1alpha1.StepAction{Operation: "reset-gpu"}}}
+	require.NoError(t, c.Create(ctx, op))
+
+	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	loseWrite, lost := losesOnce(func(o *v1alpha1.NodeOperation) bool { return o.Status.PodName != "" })
+	losing := interceptor.NewClient(ww, interceptor.Funcs{SubResourcePatch: loseWrite})
+	recorder := events.NewFakeRecorder(100)
+	r := testReconciler(losing, c, ns, recorder)
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
+	pods := func() int {
+		var list corev1.PodList
+		require.NoError(t, c.List(ctx, &list, client.InNamespace(ns)))
+		return len(list.Items)
+	}
+
+	_, err = r.Reconcile(ctx, req)
+	require.ErrorIs(t, err, lost)
+	require.Equal(t, 1, pods())
+	require.Zero(t, told(recorded(recorder), v1alpha1.EventPodCreated), "nothing is told for a pass whose write was lost")
+
+	_, err = r.Reconcile(ctx, req)
+	require.NoError(t, err)
+	got := &v1alpha1.NodeOperation{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), got))
+	require.Equal(t, op.Name, got.Status.PodName)
+	require.Equal(t, 1, pods(), "the pod is recorded, not created again")
+	require.Equal(t, 2, told(recorded(recorder), v1alpha1.EventPodCreated), "PodCreated told on the operation and on the node")
+
+	_, err = r.Reconcile(ctx, req)
+	require.NoError(t, err)
+	require.Zero(t, told(recorded(recorder), v1alpha1.EventPodCreated), "and told once")
+}
+
+// losesOnce is a SubResourcePatch that loses the first status write of an
+// operation for which when holds, returning lost.
+func losesOnce(when func(*v1alpha1.NodeOperation) bool) (patch func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error, lost error) {
+	lost = errors.New("the status write was lost")
+	lose := true
+	return func(ctx context.Context, cl client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+		if o, isOp := obj.(*v1alpha1.NodeOperation); isOp && lose && when(o) {
+			lose = false
+			return lost
+		}
+		return cl.SubResource(sub).Patch(ctx, obj, p, opts...)
+	}, lost
+}
+
+// apiServerWith starts an API server with the namespace ns.
+func apiServerWith(t *testing.T, ns string) *localcluster.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: starts kube-apiserver and etcd; skipped in -short mode")
+	}
+	env := harness.Start(t, localcluster.Options{})
+	require.NoError(t, env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	return env
 }
 
 // testReconciler is an operation reconciler writing through cl and reading

@@ -602,8 +602,11 @@ func (t *transition) running() {
 
 	if pod != nil && t.Status.PodName == "" {
 		// Created in a pass whose status write failed: recorded now, so
-		// that a pod gone later is not created a second time.
+		// that a pod gone later is not created a second time. That pass
+		// emitted no Event, so this one tells it (a pass reading a stale
+		// operation fails its write, and emits none either).
 		t.Status.PodName = pod.Name
+		t.emit(corev1.EventTypeNormal, v1alpha1.EventPodCreated, "Run", fmt.Sprintf("created operation pod %s/%s (%s)", pod.Namespace, pod.Name, tpl.Spec.Image))
 	}
 	// A reboot counts only once the operation pod was created: a node that
 	// rebooted before (a long drain, or the fault itself) has not run the
