@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -14,31 +15,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/rung"
 	"github.com/kubemedic/kubemedic/remediator/rung/redfish/redfishtest"
 )
 
-// TestBMCResetOnceAfterALostStatusWrite: the pass that reset the node
-// through its BMC and marked the Node loses its status write, and the
-// remediator's cache has not seen the marker yet. The next pass reads the
-// marker from the API server, records the request and does not reset the
-// node a second time. (Reading the Node from the cache here, as before
-// 413b11e, resets it twice, and this test fails.)
-func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
-	const ns = "kubemedic-marker"
-	env := apiServerWith(t, ns)
+// bmcOperation is a NodeOperation that power-cycles node gpu-0 through a
+// BMC stand-in, on an API server with the namespace ns; host is the BMC's.
+func bmcOperation(t *testing.T, ns string) (env *localcluster.Cluster, bmc *redfishtest.Server, node *corev1.Node, op *v1alpha1.NodeOperation, host string) {
+	t.Helper()
+	env = apiServerWith(t, ns)
 	ctx := context.Background()
 	c := env.Client
-
-	bmc := redfishtest.New(t, redfishtest.Options{Username: "kubemedic", Password: "marker-test-pw"})
+	bmc = redfishtest.New(t, redfishtest.Options{Username: "kubemedic", Password: "marker-test-pw"})
 	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc"},
 		Data: map[string][]byte{"username": []byte("kubemedic"), "password": []byte("marker-test-pw")}}))
 	hostLabel, portLabel := policies.ProtectedLabelPrefix+"bmc", policies.ProtectedLabelPrefix+"bmc-port"
 	host, port, ok := strings.Cut(strings.TrimPrefix(bmc.URL, "https://"), ":")
 	require.True(t, ok, bmc.URL)
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0", Labels: map[string]string{hostLabel: host, portLabel: port}}}
+	node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0", Labels: map[string]string{hostLabel: host, portLabel: port}}}
 	require.NoError(t, c.Create(ctx, node))
 	node.Status.NodeInfo.BootID = "boot-1"
 	require.NoError(t, c.Status().Update(ctx, node))
@@ -47,9 +44,24 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 			Address:           `https://{{ index .Labels "` + hostLabel + `" }}:{{ index .Labels "` + portLabel + `" }}`,
 			CredentialsSecret: "bmc", ResetType: "PowerCycle", InsecureSkipVerify: true,
 		}}}))
-	op := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "by-hand"},
+	op = &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "by-hand"},
 		Spec: v1alpha1.NodeOperationSpec{NodeName: "gpu-0", StepAction: v1alpha1.StepAction{Operation: "power-cycle"}}}
 	require.NoError(t, c.Create(ctx, op))
+	return env, bmc, node, op, host
+}
+
+// TestBMCResetOnceAfterALostStatusWrite: the pass that reset the node
+// through its BMC and marked the Node loses its status write, and the
+// remediator's cache has not seen the marker yet. The next pass reads the
+// marker from the API server, records the request and does not reset the
+// node a second time. (Reading the Node from the cache here, as before
+// 413b11e, resets it twice, and this test fails.) The reset is told once,
+// though the pass that made it wrote nothing.
+func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
+	const ns = "kubemedic-marker"
+	env, bmc, node, op, host := bmcOperation(t, ns)
+	ctx := context.Background()
+	c := env.Client
 
 	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	require.NoError(t, err)
@@ -73,9 +85,16 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 	r.Machines = &rung.Provider{Client: c, Reader: c, Namespace: ns}
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
 
+	// The first pass admits the operation and writes that; the Events of
+	// those steps are told before the request's.
+	_, err = r.Reconcile(ctx, req)
+	require.NoError(t, err)
+	require.Empty(t, bmc.Resets(), "the steps before the request are written first")
+	require.NotEmpty(t, recorded(rec))
+
 	_, err = r.Reconcile(ctx, req)
 	require.ErrorIs(t, err, lost)
-	require.Len(t, bmc.Resets(), 1, "the first pass resets the node")
+	require.Len(t, bmc.Resets(), 1, "the second pass resets the node")
 	got := &v1alpha1.NodeOperation{}
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), got))
 	require.Nil(t, got.Status.MachineRequest, "the status write recording the request was lost")
@@ -91,8 +110,55 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 	require.Equal(t, v1alpha1.PhaseRunning, got.Status.Phase, got.Status.Message)
 	require.NotNil(t, got.Status.MachineRequest, "the request is recorded from the marker")
 	require.Contains(t, got.Status.MachineRequest.Target, host)
-
-	// The reset is told once, though the pass that made it lost its write:
-	// on the operation and on the node.
 	require.Equal(t, 2, told(recorded(rec), v1alpha1.EventMachineRequested), "one MachineRequested Event on the operation and one on the node")
+}
+
+// TestBMCResetToldWhenTheNodeMarkFails: the BMC accepts the power cycle,
+// and then the Node's marker cannot be written. Nothing records the reset,
+// so the next pass resets the node again (one more reset, never none), and
+// each reset is told: the SRE sees two.
+func TestBMCResetToldWhenTheNodeMarkFails(t *testing.T) {
+	const ns = "kubemedic-unmarked"
+	env, bmc, node, op, _ := bmcOperation(t, ns)
+	ctx := context.Background()
+	c := env.Client
+
+	refused := errors.New("the API server refused the node patch")
+	refuse := false
+	w, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	marking := interceptor.NewClient(w, interceptor.Funcs{
+		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if _, isNode := obj.(*corev1.Node); isNode && refuse {
+				refuse = false
+				return refused
+			}
+			return cl.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	rec := events.NewFakeRecorder(100)
+	r := testReconciler(c, c, ns, rec)
+	r.Machines = &rung.Provider{Client: marking, Reader: c, Namespace: ns}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
+
+	_, err = r.Reconcile(ctx, req)
+	require.NoError(t, err)
+	recorded(rec)
+	refuse = true
+	_, err = r.Reconcile(ctx, req)
+	require.ErrorIs(t, err, refused)
+	require.Len(t, bmc.Resets(), 1)
+	require.Equal(t, 2, told(recorded(rec), v1alpha1.EventMachineRequested), "the reset is told, though it is not recorded")
+	got := &v1alpha1.NodeOperation{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), got))
+	require.Nil(t, got.Status.MachineRequest)
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(node), node))
+	require.NotContains(t, node.Annotations, v1alpha1.AnnotationMachineRequestedBy)
+
+	_, err = r.Reconcile(ctx, req)
+	require.NoError(t, err)
+	require.Len(t, bmc.Resets(), 2, "nothing recorded the first reset: the node is reset again")
+	require.Equal(t, 2, told(recorded(rec), v1alpha1.EventMachineRequested), "and that reset is told too")
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), got))
+	require.NotNil(t, got.Status.MachineRequest)
 }

@@ -121,6 +121,17 @@ func (r *OperationReconciler) emit(op *v1alpha1.NodeOperation, node *corev1.Node
 	}
 }
 
+// onEffect are the Events to emit as soon as their effect is made.
+func onEffect(events []plan.Event) []plan.Event {
+	var out []plan.Event
+	for _, e := range events {
+		if e.OnEffect {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // advanced is what the steps of one pass leave to do once the status is
 // written.
 type advanced struct {
@@ -147,6 +158,14 @@ func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOper
 			return out, err
 		}
 		t := plan.Advance(st.in)
+		if t.Effect == plan.EffectMachineRequest && len(out.events) > 0 {
+			// The request's Event is told when it is made, and the steps
+			// before it (a cordon, a drain) only after the status write:
+			// first write and tell those, so that the Events keep their
+			// order.
+			out.requeue = shortest(out.requeue, time.Second)
+			return out, nil
+		}
 		retry, err := r.effect(ctx, st, &t)
 		if err != nil {
 			return out, err
@@ -158,13 +177,9 @@ func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOper
 			out.requeue = shortest(out.requeue, time.Second)
 			return out, nil
 		}
-		for _, e := range t.Events {
-			if e.OnEffect {
-				// The effect is made: told now, as the status write that
-				// follows may fail, and its retry does not make it again.
-				r.emit(op, node, []plan.Event{e})
-			}
-		}
+		// The effect is made: told now, as the status write that follows
+		// may fail, and its retry does not make it again.
+		r.emit(op, st.in.Node, onEffect(t.Events))
 		if t.Status.Phase != op.Status.Phase {
 			log.FromContext(ctx).Info("Advancing operation", "from", op.Status.Phase, "to", t.Status.Phase, "effect", t.Effect, "message", t.Status.Message)
 		}
@@ -381,6 +396,11 @@ func (r *OperationReconciler) effect(ctx context.Context, st *step, t *plan.Tran
 			if rung.IsPermanent(err) {
 				plan.MachineFailed(t, op, err.Error(), st.in.Now)
 				return false, nil
+			}
+			if rung.Asked(err) {
+				// The BMC power-cycled the node: told, though the next
+				// pass asks again.
+				r.emit(op, st.in.Node, onEffect(t.Events))
 			}
 			return false, fmt.Errorf("operation %s: ask %s: %w", op.Name, t.Status.MachineRequest.Target, err)
 		}

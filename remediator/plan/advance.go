@@ -158,7 +158,8 @@ type AdvanceInput struct {
 }
 
 // Event is an Event to emit on the operation and its node once the status
-// that records the transition is written.
+// that records the transition is written (or, OnEffect, once its effect is
+// made).
 type Event struct {
 	// Type is corev1.EventTypeNormal or corev1.EventTypeWarning.
 	Type string
@@ -606,7 +607,11 @@ func (t *transition) running() {
 		// emitted no Event, so this one tells it (a pass reading a stale
 		// operation fails its write, and emits none either).
 		t.Status.PodName = pod.Name
-		t.emit(corev1.EventTypeNormal, v1alpha1.EventPodCreated, "Run", fmt.Sprintf("created operation pod %s/%s (%s)", pod.Namespace, pod.Name, tpl.Spec.Image))
+		image := tpl.Spec.Image
+		if len(pod.Spec.Containers) > 0 {
+			image = pod.Spec.Containers[0].Image
+		}
+		t.emit(corev1.EventTypeNormal, v1alpha1.EventPodCreated, "Run", fmt.Sprintf("created operation pod %s/%s (%s)", pod.Namespace, pod.Name, image))
 	}
 	// A reboot counts only once the operation pod was created: a node that
 	// rebooted before (a long drain, or the fault itself) has not run the

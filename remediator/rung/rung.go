@@ -51,6 +51,22 @@ type PermanentError struct{ Msg string }
 
 func (e *PermanentError) Error() string { return e.Msg }
 
+// UnrecordedError: the provider was asked, but the marker that would keep
+// the next pass from asking again could not be written.
+type UnrecordedError struct{ Err error }
+
+func (e *UnrecordedError) Error() string {
+	return "asked, but not recorded (the next pass asks again): " + e.Err.Error()
+}
+
+func (e *UnrecordedError) Unwrap() error { return e.Err }
+
+// Asked reports whether Request's error still means the provider was asked.
+func Asked(err error) bool {
+	var u *UnrecordedError
+	return errors.As(err, &u)
+}
+
 // IsPermanent reports whether err is a PermanentError.
 func IsPermanent(err error) bool {
 	var p *PermanentError
@@ -132,7 +148,10 @@ func (p *Provider) Request(ctx context.Context, tpl *v1alpha1.NodeOperationTempl
 		}
 		// After the BMC accepted: a failed write here means one more
 		// reset on the next pass, never none.
-		return p.markNode(ctx, node, op)
+		if err := p.markNode(ctx, node, op); err != nil {
+			return &UnrecordedError{Err: err}
+		}
+		return nil
 	}
 	return fmt.Errorf("template %s asks no machine provider", tpl.Name)
 }
