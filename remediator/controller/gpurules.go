@@ -28,6 +28,10 @@ import (
 // select another device of the node.
 const RuleCheckPeriod = time.Minute
 
+// ruleCheckError is the checks metric's verdict for a check that could not
+// be made, or whose write failed.
+const ruleCheckError = "Error"
+
 // ruleKeeper keeps kubemedic's DeviceTaintRules on their GPUs. A rule
 // selects a device by driver, pool and name, and a DRA driver may give that
 // name to another GPU after a reboot, or to a new card in the slot; a rule
@@ -94,13 +98,13 @@ func (k *ruleKeeper) checkNode(ctx context.Context, name string, rules []*resour
 	if err := k.Reader.Get(ctx, client.ObjectKey{Name: name}, node); apierrors.IsNotFound(err) {
 		gone, node = true, nil
 	} else if err != nil {
-		k.Metrics.ruleChecks.WithLabelValues("Error").Add(float64(len(rules)))
+		k.Metrics.ruleChecks.WithLabelValues(ruleCheckError).Add(float64(len(rules)))
 		return fmt.Errorf("get node %s: %w", name, err)
 	}
 	var slices resourcev1.ResourceSliceList
 	if !gone {
 		if err := k.Reader.List(ctx, &slices, client.MatchingFields{"spec.nodeName": name}); err != nil {
-			k.Metrics.ruleChecks.WithLabelValues("Error").Add(float64(len(rules)))
+			k.Metrics.ruleChecks.WithLabelValues(ruleCheckError).Add(float64(len(rules)))
 			return fmt.Errorf("list ResourceSlices of node %s: %w", name, err)
 		}
 	}
@@ -109,7 +113,7 @@ func (k *ruleKeeper) checkNode(ctx context.Context, name string, rules []*resour
 	for _, rule := range rules {
 		c := devicetaint.Check(rule, slices.Items, gone, now)
 		if err := k.act(ctx, node, rule, c, now); err != nil {
-			k.Metrics.ruleChecks.WithLabelValues("Error").Inc()
+			k.Metrics.ruleChecks.WithLabelValues(ruleCheckError).Inc()
 			errs = append(errs, err)
 			continue
 		}

@@ -24,7 +24,6 @@ import (
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/devicetaint"
-	"github.com/kubemedic/kubemedic/test/harness"
 	"github.com/kubemedic/kubemedic/test/metricstest"
 )
 
@@ -34,10 +33,7 @@ import (
 // gone, and stays while the node publishes nothing. Each change is an
 // Event on the node, and each verdict is counted.
 func TestRuleKeeper(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: starts kube-apiserver and etcd; skipped in -short mode")
-	}
-	env := harness.Start(t, localcluster.Options{DRA: true})
+	env := apiServer(t, localcluster.Options{DRA: true})
 	ctx := context.Background()
 	c := env.Client
 	const driver = "gpu.example.com"
@@ -190,10 +186,7 @@ func TestRuleKeeper(t *testing.T) {
 //
 //	go test ./remediator/controller -run '^$' -bench RuleKeeperPass
 func BenchmarkRuleKeeperPass(b *testing.B) {
-	if testing.Short() {
-		b.Skip("starts kube-apiserver and etcd; skipped in -short mode")
-	}
-	env := harness.Start(b, localcluster.Options{DRA: true})
+	env := apiServer(b, localcluster.Options{DRA: true})
 	ctx := context.Background()
 	c := env.Client
 	const nodes, driver = 500, "gpu.example.com"

@@ -26,7 +26,7 @@ import (
 // BMC stand-in, on an API server with the namespace ns; host is the BMC's.
 func bmcOperation(t *testing.T, ns string) (env *localcluster.Cluster, bmc *redfishtest.Server, node *corev1.Node, op *v1alpha1.NodeOperation, host string) {
 	t.Helper()
-	env = apiServerWith(t, ns)
+	env = apiServer(t, localcluster.Options{}, ns)
 	ctx := context.Background()
 	c := env.Client
 	bmc = redfishtest.New(t, redfishtest.Options{Username: "kubemedic", Password: "marker-test-pw"})
@@ -48,6 +48,20 @@ func bmcOperation(t *testing.T, ns string) (env *localcluster.Cluster, bmc *redf
 		Spec: v1alpha1.NodeOperationSpec{NodeName: "gpu-0", StepAction: v1alpha1.StepAction{Operation: "power-cycle"}}}
 	require.NoError(t, c.Create(ctx, op))
 	return env, bmc, node, op, host
+}
+
+// bmcReconciler makes passes of the operation reconciler over op: it
+// writes through cl, writes the machine markers through markers, and reads
+// the API server through reader. rec holds the Events.
+func bmcReconciler(cl, markers client.Client, reader client.Reader, ns string, op *v1alpha1.NodeOperation) (pass func() error, rec *events.FakeRecorder) {
+	rec = events.NewFakeRecorder(100)
+	r := testReconciler(cl, reader, ns, rec)
+	r.Machines = &rung.Provider{Client: markers, Reader: reader, Namespace: ns}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
+	return func() error {
+		_, err := r.Reconcile(context.Background(), req)
+		return err
+	}, rec
 }
 
 // TestBMCResetOnceAfterALostStatusWrite: the pass that reset the node
@@ -80,19 +94,16 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 		},
 		SubResourcePatch: loseWrite,
 	})
-	rec := events.NewFakeRecorder(100)
-	r := testReconciler(cached, c, ns, rec)
-	r.Machines = &rung.Provider{Client: c, Reader: c, Namespace: ns}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
+	pass, rec := bmcReconciler(cached, c, c, ns, op)
 
 	// The first pass admits the operation and writes that; the Events of
 	// those steps are told before the request's.
-	_, err = r.Reconcile(ctx, req)
+	err = pass()
 	require.NoError(t, err)
 	require.Empty(t, bmc.Resets(), "the steps before the request are written first")
 	require.NotEmpty(t, recorded(rec))
 
-	_, err = r.Reconcile(ctx, req)
+	err = pass()
 	require.ErrorIs(t, err, lost)
 	require.Len(t, bmc.Resets(), 1, "the second pass resets the node")
 	got := &v1alpha1.NodeOperation{}
@@ -102,7 +113,7 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 	require.Equal(t, v1alpha1.MachineRequestMarker(got), node.Annotations[v1alpha1.AnnotationMachineRequestedBy], "the Node carries the marker")
 
 	for range 3 {
-		_, err = r.Reconcile(ctx, req)
+		err = pass()
 		require.NoError(t, err)
 	}
 	require.Len(t, bmc.Resets(), 1, "the node was power-cycled twice")
@@ -136,16 +147,13 @@ func TestBMCResetToldWhenTheNodeMarkFails(t *testing.T) {
 			return cl.Patch(ctx, obj, patch, opts...)
 		},
 	})
-	rec := events.NewFakeRecorder(100)
-	r := testReconciler(c, c, ns, rec)
-	r.Machines = &rung.Provider{Client: marking, Reader: c, Namespace: ns}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
+	pass, rec := bmcReconciler(c, marking, c, ns, op)
 
-	_, err = r.Reconcile(ctx, req)
+	err = pass()
 	require.NoError(t, err)
 	recorded(rec)
 	refuse = true
-	_, err = r.Reconcile(ctx, req)
+	err = pass()
 	require.ErrorIs(t, err, refused)
 	require.Len(t, bmc.Resets(), 1)
 	require.Equal(t, 2, told(recorded(rec), v1alpha1.EventMachineRequested), "the reset is told, though it is not recorded")
@@ -155,7 +163,7 @@ func TestBMCResetToldWhenTheNodeMarkFails(t *testing.T) {
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(node), node))
 	require.NotContains(t, node.Annotations, v1alpha1.AnnotationMachineRequestedBy)
 
-	_, err = r.Reconcile(ctx, req)
+	err = pass()
 	require.NoError(t, err)
 	require.Len(t, bmc.Resets(), 2, "nothing recorded the first reset: the node is reset again")
 	require.Equal(t, 2, told(recorded(rec), v1alpha1.EventMachineRequested), "and that reset is told too")

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/devicetaint"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 )
 
@@ -77,9 +78,10 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, result := range []string{notificationSent, notificationFailed, notificationDropped} {
 		m.notifications.WithLabelValues(result)
 	}
-	for _, v := range []string{"Keep", "Move", "Release", "Unknown", "Error"} {
-		m.ruleChecks.WithLabelValues(v)
+	for _, v := range devicetaint.Verdicts {
+		m.ruleChecks.WithLabelValues(v.String())
 	}
+	m.ruleChecks.WithLabelValues(ruleCheckError)
 	for _, c := range []prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.ruleChecks, m.objects} {
 		if err := r.Register(c); err != nil {
 			return err

@@ -32,7 +32,7 @@ import (
 // the admission ledger is written once across both passes.
 func TestFailedEffectRecordsNothing(t *testing.T) {
 	const ns = "kubemedic-effects"
-	env := apiServerWith(t, ns)
+	env := apiServer(t, localcluster.Options{}, ns)
 	ctx := context.Background()
 	c := env.Client
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0"}}
@@ -125,7 +125,7 @@ func told(events []string, reason string) int {
 // a later pass tells nothing more.
 func TestPodCreatedToldOnceAfterALostStatusWrite(t *testing.T) {
 	const ns = "kubemedic-podcreated"
-	env := apiServerWith(t, ns)
+	env := apiServer(t, localcluster.Options{}, ns)
 	ctx := context.Background()
 	c := env.Client
 	require.NoError(t, c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0"}}))
@@ -198,14 +198,17 @@ func losesOnce(when func(*v1alpha1.NodeOperation) bool) (patch func(context.Cont
 	}, lost
 }
 
-// apiServerWith starts an API server with the namespace ns.
-func apiServerWith(t *testing.T, ns string) *localcluster.Cluster {
-	t.Helper()
+// apiServer starts an API server with opts and the namespaces; skipped in
+// -short mode.
+func apiServer(tb testing.TB, opts localcluster.Options, namespaces ...string) *localcluster.Cluster {
+	tb.Helper()
 	if testing.Short() {
-		t.Skip("integration test: starts kube-apiserver and etcd; skipped in -short mode")
+		tb.Skip("integration test: starts kube-apiserver and etcd; skipped in -short mode")
 	}
-	env := harness.Start(t, localcluster.Options{})
-	require.NoError(t, env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	env := harness.Start(tb, opts)
+	for _, ns := range namespaces {
+		require.NoError(tb, env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
 	return env
 }
 

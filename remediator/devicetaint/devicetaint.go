@@ -89,13 +89,18 @@ func Find(slices []resourcev1.ResourceSlice, node, uuid string) (Device, error) 
 		return Device{}, fmt.Errorf("no device with %s %s on node %s (looked at %d of %d ResourceSlices)",
 			UUIDAttribute, uuid, node, looked, len(slices))
 	default:
-		names := make([]string, len(found))
-		for i, d := range found {
-			names[i] = d.String()
-		}
 		return Device{}, fmt.Errorf("%d devices with %s %s on node %s (looked at %d of %d ResourceSlices): %s",
-			len(found), UUIDAttribute, uuid, node, looked, len(slices), strings.Join(names, ", "))
+			len(found), UUIDAttribute, uuid, node, looked, len(slices), deviceNames(found))
 	}
+}
+
+// deviceNames lists devices for an error: "driver/pool/name, ...".
+func deviceNames(devices []Device) string {
+	names := make([]string, len(devices))
+	for i, d := range devices {
+		names[i] = d.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // findAll returns the devices on node whose uuid attribute is uuid (see
@@ -167,11 +172,7 @@ func FindByBus(slices []resourcev1.ResourceSlice, node, bus string) (Device, err
 		return Device{}, fmt.Errorf("no device with a %s attribute %s on node %s (looked at %d of %d ResourceSlices)",
 			strings.Join(BusAttributes, " or "), bus, node, looked, len(slices))
 	case len(found) > 1:
-		names := make([]string, len(found))
-		for i, d := range found {
-			names[i] = d.String()
-		}
-		return Device{}, fmt.Errorf("%d devices with PCI bus ID %s on node %s: %s", len(found), bus, node, strings.Join(names, ", "))
+		return Device{}, fmt.Errorf("%d devices with PCI bus ID %s on node %s: %s", len(found), bus, node, deviceNames(found))
 	case found[0].UUID == "":
 		return Device{}, fmt.Errorf("device %s (PCI bus ID %s on node %s) has no %s attribute to name its GPU by", found[0], bus, node, UUIDAttribute)
 	}
@@ -180,14 +181,21 @@ func FindByBus(slices []resourcev1.ResourceSlice, node, bus string) (Device, err
 
 // deviceBus returns dev's PCI bus ID, normalized, or "" when it has none.
 func deviceBus(dev *resourcev1.Device) string {
+	return stringAttribute(dev, BusAttributes, func(v string) string { return gpuhistory.NormalizeBus(strings.TrimSpace(v)) })
+}
+
+// stringAttribute returns the first non-empty normalized value of dev's
+// string attributes named one of names, bare or with any domain
+// ("gpu.nvidia.com/uuid"), or "" when it has none.
+func stringAttribute(dev *resourcev1.Device, names []string, normalize func(string) string) string {
 	for name, attr := range dev.Attributes {
 		n := string(name)
 		if i := strings.LastIndexByte(n, '/'); i >= 0 {
 			n = n[i+1:]
 		}
-		if slices.Contains(BusAttributes, n) && attr.StringValue != nil {
-			if b := gpuhistory.NormalizeBus(strings.TrimSpace(*attr.StringValue)); b != "" {
-				return b
+		if slices.Contains(names, n) && attr.StringValue != nil {
+			if v := normalize(*attr.StringValue); v != "" {
+				return v
 			}
 		}
 	}
@@ -197,16 +205,7 @@ func deviceBus(dev *resourcev1.Device) string {
 // deviceUUID returns the normalized string value of dev's uuid attribute,
 // or "" when it has none.
 func deviceUUID(dev *resourcev1.Device) string {
-	for name, attr := range dev.Attributes {
-		n := string(name)
-		if n != UUIDAttribute && !strings.HasSuffix(n, "/"+UUIDAttribute) {
-			continue
-		}
-		if attr.StringValue != nil {
-			return normalizeUUID(*attr.StringValue)
-		}
-	}
-	return ""
+	return stringAttribute(dev, []string{UUIDAttribute}, normalizeUUID)
 }
 
 // normalizeUUID lower-cases a GPU UUID and strips the "GPU-" prefix.
@@ -409,6 +408,9 @@ const (
 	// rule stays as it is.
 	Unknown
 )
+
+// Verdicts are all the verdicts, in order.
+var Verdicts = []Verdict{Keep, Move, Release, Unknown}
 
 func (v Verdict) String() string {
 	return [...]string{"Keep", "Move", "Release", "Unknown"}[v]

@@ -514,17 +514,16 @@ func NodeWide(tpl *v1alpha1.NodeOperationTemplate) bool {
 func (t *transition) excludeGPU(msg string) {
 	d := t.in.Device
 	t.Effect = EffectExcludeGPU
-	if g := t.Status.GPU; g != nil && g.UUID == "" && d.UUID != "" {
+	uuid := d.UUID
+	if g := t.Status.GPU; g != nil && g.UUID != "" {
+		uuid = g.UUID
+	} else if g != nil {
 		// Found by its bus ID: the GPU is known by UUID from now on (the
 		// rule, its removal, the history). A copy: the input is not
 		// changed.
 		named := *g
 		named.UUID = d.UUID
 		t.Status.GPU = &named
-	}
-	uuid := d.UUID
-	if g := t.Status.GPU; g != nil && g.UUID != "" {
-		uuid = g.UUID
 	}
 	t.Status.Exclusion = &v1alpha1.Exclusion{Method: v1alpha1.ExclusionDeviceTaintRule, DeviceTaintRule: d.Rule, Device: d.String(), Message: Truncate(msg, maxMessage)}
 	t.cond(v1alpha1.OperationCordoned, metav1.ConditionFalse, v1alpha1.ReasonGPUExcluded, fmt.Sprintf("GPU %s (%s) excluded by DeviceTaintRule %s (NoSchedule); the node is not cordoned", uuid, d, d.Rule))
