@@ -27,7 +27,7 @@ import (
 	"github.com/kubemedic/kubemedic/detectors/xid"
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/remediator/diagnostics"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics/capture"
 )
 
 func TestScaleDuration(t *testing.T) {
@@ -259,8 +259,8 @@ func TestFakeRootIsCapturedWhole(t *testing.T) {
 	r, err := NewFakeRoot(t.TempDir(), "gpu-node-001", 8, "127.0.0.1:2049")
 	require.NoError(t, err)
 	require.NoError(t, r.Xid(0, 46, "GPU timeout"))
-	c := &diagnostics.Capture{Root: host.Root(r.Dir), Node: r.Node, Operation: "op", Spool: t.TempDir(), NoChroot: true,
-		Parts: diagnostics.DefaultParts(5*time.Second, rootKmsg), Now: time.Now}
+	c := &capture.Capture{Root: host.Root(r.Dir), Node: r.Node, Operation: "op", Spool: t.TempDir(), NoChroot: true,
+		Parts: capture.DefaultParts(5*time.Second, rootKmsg), Now: time.Now}
 	m, sp, err := c.Run(context.Background())
 	require.NoError(t, err)
 	for _, p := range m.Parts {
@@ -268,7 +268,7 @@ func TestFakeRootIsCapturedWhole(t *testing.T) {
 	}
 	require.Len(t, m.GPUs, 8)
 	require.Equal(t, gpuSerial(3), m.GPUs[3].Serial)
-	require.Equal(t, v1alpha1.DiagnosticsCaptured, diagnostics.NewReport(m, sp, false, nil, 0).Result)
+	require.Equal(t, v1alpha1.DiagnosticsCaptured, capture.NewReport(m, sp, false, nil, 0).Result)
 	require.Contains(t, sp.Files, "xid.log")
 	require.Contains(t, sp.Files, "nvidia-smi-q.txt")
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/devicetaint"
 	"github.com/kubemedic/kubemedic/remediator/diagnostics"
+	diagstore "github.com/kubemedic/kubemedic/remediator/diagnostics/store"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 	"github.com/kubemedic/kubemedic/remediator/stackhealth"
 )
@@ -29,7 +30,7 @@ import (
 // DiagnosticsOptions say where capture pods put their bundles.
 type DiagnosticsOptions struct {
 	// Store is the S3-compatible store and bucket.
-	Store diagnostics.StoreConfig
+	Store diagstore.Config
 	// Secret names the Secret in the remediator's namespace with the
 	// store's accessKey and secretKey. Capture pods get them by
 	// secretKeyRef; the remediator reads them to presign links.
@@ -138,7 +139,7 @@ func (r *OperationReconciler) presign(ctx context.Context, key string) (string, 
 
 // store is a client of the diagnostics store with the credentials of its
 // Secret, read from the API server (the cache holds no Secrets).
-func (r *OperationReconciler) store(ctx context.Context) (*diagnostics.Store, error) {
+func (r *OperationReconciler) store(ctx context.Context) (*diagstore.Store, error) {
 	o := r.Diagnostics
 	if o == nil || o.Store.Endpoint == "" {
 		return nil, fmt.Errorf("no diagnostics store configured")
@@ -150,7 +151,7 @@ func (r *OperationReconciler) store(ctx context.Context) (*diagnostics.Store, er
 		}
 		return nil, fmt.Errorf("read secret %s/%s: %w", r.Namespace, o.Secret, err)
 	}
-	store, err := diagnostics.NewStore(o.Store, diagnostics.Credentials{
+	store, err := diagstore.New(o.Store, diagstore.Credentials{
 		AccessKey: string(sec.Data[diagnostics.SecretAccessKey]), SecretKey: string(sec.Data[diagnostics.SecretSecretKey])})
 	if err != nil {
 		return nil, fmt.Errorf("secret %s/%s: %w", r.Namespace, o.Secret, err)
@@ -313,7 +314,7 @@ func (r *OperationReconciler) putMustGather(ctx context.Context, m *diagnostics.
 	switch have, err := store.Stat(ctx, key); {
 	case err == nil:
 		b = &v1alpha1.DiagnosticsBundle{Key: key, Size: have.Size, SHA256: have.SHA256, Files: have.Files, Stored: true}
-	case errors.Is(err, diagnostics.ErrNotFound):
+	case errors.Is(err, diagstore.ErrNotFound):
 		data, sum, files, err := m.Build()
 		if err != nil {
 			return nil, err
@@ -448,7 +449,7 @@ func (r *OperationReconciler) sweep(ctx context.Context) error {
 		}
 		full, err := store.Stat(ctx, o.Key)
 		if err != nil {
-			return !errors.Is(err, diagnostics.ErrNotFound)
+			return !errors.Is(err, diagstore.ErrNotFound)
 		}
 		return full.GPU != "" && excluded[devicetaint.CanonicalUUID(full.GPU)]
 	}

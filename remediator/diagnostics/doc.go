@@ -1,8 +1,21 @@
-// Package diagnostics is the evidence kubemedic keeps before it repairs a
-// node: the bundle a capture pod makes on the node (a .tar.gz with a
-// manifest.json), the node's spool that holds it until the store confirms
-// it, the S3-compatible store (minio-go), and the report the capture pod
-// leaves in its termination message for the remediator.
+// Package diagnostics is what the parts of kubemedic agree on about the
+// evidence kept before a repair, and nothing that does I/O: the report a
+// capture pod leaves in its termination message (Report, ParseReport,
+// ReportFromPod), the bundle's manifest and object keys (Manifest, Key,
+// ClusterKey), the names they share (the capture pod's environment, the
+// store's Secret keys and object metadata, the spool's path), the
+// retention decision (Expired) and the must-gather built in memory
+// (MustGather).
+//
+// The pure planner (remediator/plan) imports it, so it must never import
+// the store's client, os/exec, or anything that reads or writes outside
+// memory. The work lives beside it:
+//
+//   - remediator/diagnostics/capture is the node-side program
+//     (kubemedic-diag): the capture's parts, the bundle, the node's spool;
+//   - remediator/diagnostics/store is the S3-compatible store's client;
+//   - remediator/controller is the remediator's side: capture pods, the
+//     must-gather, spooled bundles, flushes, links and retention.
 //
 // The flow, for one NodeOperation whose step names diagnostics:
 //

@@ -62,12 +62,12 @@ func (m *MustGather) Build() (data []byte, sum string, files []string, err error
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
 	prefix := strings.TrimSuffix(m.Operation, "/") + "-cluster/"
-	if err := addTar(tw, prefix+ManifestFile, man.Created, int64(len(mb)), bytes.NewReader(mb)); err != nil {
+	if err := AddTar(tw, prefix+ManifestFile, man.Created, int64(len(mb)), bytes.NewReader(mb)); err != nil {
 		return nil, "", nil, err
 	}
 	files = []string{ManifestFile}
 	for _, f := range kept {
-		if err := addTar(tw, prefix+f.Name, man.Created, int64(len(f.Data)), bytes.NewReader(f.Data)); err != nil {
+		if err := AddTar(tw, prefix+f.Name, man.Created, int64(len(f.Data)), bytes.NewReader(f.Data)); err != nil {
 			return nil, "", nil, fmt.Errorf("must-gather %s: %w", f.Name, err)
 		}
 		files = append(files, f.Name)

@@ -9,6 +9,18 @@ import (
 // DefaultRetention is how long bundles are kept.
 const DefaultRetention = 30 * 24 * time.Hour
 
+// Object is one stored bundle, as the store lists or reads it.
+type Object struct {
+	Key          string
+	Size         int64
+	LastModified time.Time
+	SHA256       string
+	// GPU is the UUID of the GPU the bundle is about; "" when none.
+	GPU string
+	// Files are the bundle's file names where its writer recorded them.
+	Files []string
+}
+
 // NodeOf is the node a bundle's key names: its first path segment.
 func NodeOf(key string) string {
 	node, _, _ := strings.Cut(key, "/")

@@ -25,6 +25,8 @@ import (
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/controller"
 	"github.com/kubemedic/kubemedic/remediator/diagnostics"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics/capture"
+	diagstore "github.com/kubemedic/kubemedic/remediator/diagnostics/store"
 	"github.com/kubemedic/kubemedic/test/harness"
 	"github.com/kubemedic/kubemedic/test/testsupport"
 )
@@ -91,7 +93,7 @@ func playCapture(t *testing.T, env *localcluster.Cluster, pod *corev1.Pod, root 
 	term := filepath.Join(t.TempDir(), "termination-log")
 	var out, errOut bytes.Buffer
 	start := time.Now()
-	code := diagnostics.Main([]string{"capture", "--root=" + root, "--no-chroot", "--termination-log=" + term, "--bug-report-timeout=2s"},
+	code := capture.Main([]string{"capture", "--root=" + root, "--no-chroot", "--termination-log=" + term, "--bug-report-timeout=2s"},
 		&out, &errOut, func(k string) string { return vars[k] })
 	require.Equal(t, 0, code, "stderr: %s", errOut.String())
 	b, err := os.ReadFile(term)
@@ -126,7 +128,7 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 	createPolicy(t, env, diagPolicy(nodes...))
 
 	rem := newRemediator(t, env)
-	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagnostics.StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
 		Secret: diagSecret, LinkExpiry: time.Hour}
 	rem.start()
 	for _, n := range nodes {
@@ -282,7 +284,7 @@ func TestSpooledBundleReachesTheStoreLater(t *testing.T) {
 	node := gpuNodes(t, env, "spool", 1)[0]
 	createPolicy(t, env, diagPolicy(node))
 	rem := newRemediator(t, env)
-	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagnostics.StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
 		Secret: diagSecret, LinkExpiry: time.Hour, SpooledRecheck: 500 * time.Millisecond}
 	rem.start()
 	require.NoError(t, s3.Stop())
@@ -316,7 +318,7 @@ func TestSpooledBundleReachesTheStoreLater(t *testing.T) {
 	var out, errOut bytes.Buffer
 	env2 := map[string]string{diagnostics.EnvEndpoint: s3.Endpoint, diagnostics.EnvBucket: s3.Bucket, diagnostics.EnvInsecure: "true",
 		diagnostics.EnvAccessKey: s3.AccessKey, diagnostics.EnvSecretKey: s3.SecretKey}
-	require.Equal(t, 0, diagnostics.Main([]string{"flush", "--root=" + root, "--termination-log=" + filepath.Join(t.TempDir(), "flush-log")}, &out, &errOut, func(k string) string { return env2[k] }), errOut.String())
+	require.Equal(t, 0, capture.Main([]string{"flush", "--root=" + root, "--termination-log=" + filepath.Join(t.TempDir(), "flush-log")}, &out, &errOut, func(k string) string { return env2[k] }), errOut.String())
 	require.Contains(t, out.String(), "stored "+report.Key)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		b := getOp(t, env, op.Name).Status.Diagnostics.Bundle
@@ -339,8 +341,8 @@ func TestDiagnosticsRetention(t *testing.T) {
 	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintQuarantined, Effect: corev1.TaintEffectNoSchedule})
 	require.NoError(t, env.Client.Update(ctx, n))
 
-	store, err := diagnostics.NewStore(diagnostics.StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
-		diagnostics.Credentials{AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
+	store, err := diagstore.New(diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+		diagstore.Credentials{AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
 	require.NoError(t, err)
 	body := []byte("evidence")
 	s := sha256.Sum256(body)
@@ -353,7 +355,7 @@ func TestDiagnosticsRetention(t *testing.T) {
 		}
 	}
 	rem := newRemediator(t, env)
-	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagnostics.StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
 		Secret: diagSecret, Retention: 30 * 24 * time.Hour, SweepEvery: 500 * time.Millisecond}
 	rem.start()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -384,13 +386,13 @@ func TestDiagnosticsFlush(t *testing.T) {
 	node := gpuNodes(t, env, "flush", 1)[0]
 	root := fakeHostRoot(t)
 	// A bundle left in the spool while the store was down.
-	c := &diagnostics.Capture{Root: host.Root(root), Node: node, Operation: "gpu-xid-reset.old-0", Spool: filepath.Join(root, diagnostics.SpoolDir),
-		Parts: diagnostics.DefaultParts(time.Second, diagnostics.DefaultKmsg)[2:4], Now: time.Now}
+	c := &capture.Capture{Root: host.Root(root), Node: node, Operation: "gpu-xid-reset.old-0", Spool: filepath.Join(root, diagnostics.SpoolDir),
+		Parts: capture.DefaultParts(time.Second, capture.DefaultKmsg)[2:4], Now: time.Now}
 	_, sp, err := c.Run(ctx)
 	require.NoError(t, err)
 
 	rem := newRemediator(t, env)
-	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagnostics.StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
 		Secret: diagSecret, LinkExpiry: time.Hour}
 	rem.start()
 	n := getNode(t, env, node)
@@ -418,7 +420,7 @@ func TestDiagnosticsFlush(t *testing.T) {
 	}
 	term := filepath.Join(t.TempDir(), "termination-log")
 	var out, errOut bytes.Buffer
-	require.Equal(t, 0, diagnostics.Main([]string{"flush", "--root=" + root, "--termination-log=" + term}, &out, &errOut, func(k string) string { return vars[k] }), errOut.String())
+	require.Equal(t, 0, capture.Main([]string{"flush", "--root=" + root, "--termination-log=" + term}, &out, &errOut, func(k string) string { return vars[k] }), errOut.String())
 	msg, err := os.ReadFile(term)
 	require.NoError(t, err)
 	require.NoError(t, localcluster.FinishPod(ctx, env.Client, &pod, true, string(msg)))
@@ -444,7 +446,7 @@ func TestCaptureWithoutTheStoreSecret(t *testing.T) {
 	node := gpuNodes(t, env, "nosecret", 1)[0]
 	createPolicy(t, env, diagPolicy(node))
 	rem := newRemediator(t, env)
-	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagnostics.StoreConfig{Endpoint: "127.0.0.1:1", Bucket: "b", Insecure: true},
+	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagstore.Config{Endpoint: "127.0.0.1:1", Bucket: "b", Insecure: true},
 		Secret: "no-such-secret", LinkExpiry: time.Hour}
 	rem.start()
 	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason,

@@ -19,7 +19,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/remediator/diagnostics"
+	diagstore "github.com/kubemedic/kubemedic/remediator/diagnostics/store"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
@@ -31,8 +31,8 @@ func TestDiagListAndGet(t *testing.T) {
 	env := harness.Start(t, localcluster.Options{})
 	s3 := harness.S3(t)
 	ctx := context.Background()
-	store, err := diagnostics.NewStore(diagnostics.StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
-		diagnostics.Credentials{AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
+	store, err := diagstore.New(diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+		diagstore.Credentials{AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
 	require.NoError(t, err)
 	bundle := []byte("a bundle's bytes, gzipped in real life")
 	sum := sha256.Sum256(bundle)

@@ -1,4 +1,4 @@
-package diagnostics
+package capture
 
 import (
 	"bytes"
@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,80 +16,19 @@ import (
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics/store"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
 
-func storeFor(t *testing.T, s3 *localcluster.S3) *Store {
+func storeFor(t *testing.T, s3 *localcluster.S3) *store.Store {
 	t.Helper()
-	st, err := NewStore(StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true}, Credentials{AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
+	st, err := store.New(store.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true}, store.Credentials{AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
 	require.NoError(t, err)
 	return st
 }
 
 func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
-
-// The store holds exactly what was put, says so only for the same bytes,
-// and hands it out through a presigned link only: the bucket is private.
-func TestStoreAgainstARealS3Server(t *testing.T) {
-	s3 := harness.S3(t)
-	st := storeFor(t, s3)
-	ctx := context.Background()
-	body := []byte("a bundle's bytes")
-	key := "gpu-node-001/op-1.tar.gz"
-
-	ok, err := st.Exists(ctx, key, int64(len(body)), sum(body))
-	require.NoError(t, err)
-	require.False(t, ok)
-	require.NoError(t, st.Put(ctx, key, bytes.NewReader(body), int64(len(body)), sum(body), "GPU-6ee485d3-0000-4000-8000-000000000000"))
-	ok, err = st.Exists(ctx, key, int64(len(body)), sum(body))
-	require.NoError(t, err)
-	require.True(t, ok)
-	_, err = st.Exists(ctx, key, int64(len(body)), sum([]byte("other bytes!!!!!")))
-	require.ErrorContains(t, err, "the store records sha256", "other bytes under the key are an error, never overwritten")
-
-	u, err := st.Link(ctx, key, time.Hour)
-	require.NoError(t, err)
-	resp, err := http.Get(u.String())
-	require.NoError(t, err)
-	got, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Equal(t, body, got)
-
-	plain, err := http.Get("http://" + s3.Endpoint + "/" + s3.Bucket + "/" + key)
-	require.NoError(t, err)
-	plain.Body.Close()
-	require.Equal(t, http.StatusForbidden, plain.StatusCode, "the bucket is not public")
-
-	_, err = st.Link(ctx, key, 8*24*time.Hour)
-	require.ErrorContains(t, err, "at most 168h0m0s")
-
-	objs, err := st.List(ctx, "gpu-node-001/")
-	require.NoError(t, err)
-	require.Len(t, objs, 1)
-	require.Equal(t, key, objs[0].Key)
-	require.EqualValues(t, len(body), objs[0].Size)
-	st1, err := st.Stat(ctx, key)
-	require.NoError(t, err)
-	require.Equal(t, "GPU-6ee485d3-0000-4000-8000-000000000000", st1.GPU, "the GPU's UUID is kept with the object, for retention")
-	require.Equal(t, sum(body), st1.SHA256)
-	_, err = st.Stat(ctx, "gpu-node-001/none.tar.gz")
-	require.ErrorIs(t, err, ErrNotFound)
-
-	var buf bytes.Buffer
-	n, err := st.Get(ctx, key, &buf)
-	require.NoError(t, err)
-	require.EqualValues(t, len(body), n)
-	require.Equal(t, body, buf.Bytes())
-
-	bad, err := NewStore(StoreConfig{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true}, Credentials{AccessKey: s3.AccessKey, SecretKey: "wrong-secret-0123456789"})
-	require.NoError(t, err)
-	err = bad.Put(ctx, "x/y.tar.gz", bytes.NewReader(body), int64(len(body)), sum(body), "")
-	require.Error(t, err)
-	require.NotContains(t, err.Error(), "wrong-secret", "an error never carries the secret")
-	require.Equal(t, "access key kubemedic-test, secret key (hidden)", Credentials{AccessKey: "kubemedic-test", SecretKey: "s"}.String())
-}
 
 // The store is down during the capture: the bundle stays in the spool and
 // the capture reports it unstored. Once the store is back a flush uploads
@@ -162,17 +99,17 @@ func TestSpoolKeepsWhatTheStoreHasNotConfirmed(t *testing.T) {
 func TestMainCaptureUploadsAndReports(t *testing.T) {
 	s3 := harness.S3(t)
 	root, _ := fakeNode(t)
-	spool := filepath.Join(string(root), SpoolDir)
+	spool := filepath.Join(string(root), diagnostics.SpoolDir)
 	// An older capture's bundle, left behind while the store was down.
 	old := &Capture{Root: root, Node: "gpu-node-001", Operation: "op-old", Parts: DefaultParts(5*time.Second, DefaultKmsg)[:1], Spool: spool, Now: time.Now}
 	_, oldSp, err := old.Run(context.Background())
 	require.NoError(t, err)
 
 	env := map[string]string{
-		EnvEndpoint: s3.Endpoint, EnvBucket: s3.Bucket, EnvInsecure: "true",
-		EnvAccessKey: s3.AccessKey, EnvSecretKey: s3.SecretKey,
-		EnvNode: "gpu-node-001", EnvOperation: "op-new",
-		EnvTriggerType: "GPUXidError", EnvTriggerReason: "KubemedicDetect", EnvTriggerMsg: "XidResetRequired: Xid 46 on 0000:18:00.0",
+		diagnostics.EnvEndpoint: s3.Endpoint, diagnostics.EnvBucket: s3.Bucket, diagnostics.EnvInsecure: "true",
+		diagnostics.EnvAccessKey: s3.AccessKey, diagnostics.EnvSecretKey: s3.SecretKey,
+		diagnostics.EnvNode: "gpu-node-001", diagnostics.EnvOperation: "op-new",
+		diagnostics.EnvTriggerType: "GPUXidError", diagnostics.EnvTriggerReason: "KubemedicDetect", diagnostics.EnvTriggerMsg: "XidResetRequired: Xid 46 on 0000:18:00.0",
 	}
 	termLog := filepath.Join(t.TempDir(), "termination-log")
 	var out, errOut bytes.Buffer
@@ -180,7 +117,7 @@ func TestMainCaptureUploadsAndReports(t *testing.T) {
 	require.Equal(t, 0, code, "stderr: %s", errOut.String())
 	b, err := os.ReadFile(termLog)
 	require.NoError(t, err)
-	r, err := ParseReport(b)
+	r, err := diagnostics.ParseReport(b)
 	require.NoError(t, err)
 	require.Equal(t, v1alpha1.DiagnosticsCaptured, r.Result)
 	require.True(t, r.Stored)

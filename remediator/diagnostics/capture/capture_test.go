@@ -1,4 +1,4 @@
-package diagnostics
+package capture
 
 import (
 	"compress/gzip"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
@@ -61,15 +62,15 @@ func TestCaptureMakesOneBundle(t *testing.T) {
 	root, _ := fakeNode(t)
 	spool := t.TempDir()
 	c := &Capture{Root: root, Node: "gpu-node-002", Operation: "gpu-xid-reset.gpu-node-002.abc-0", Spool: spool,
-		Trigger: &Trigger{Type: "GPUXidError", Reason: "KubemedicDetect", Message: "XidResetRequired: Xid 46 on 0000:18:00.0"},
+		Trigger: &diagnostics.Trigger{Type: "GPUXidError", Reason: "KubemedicDetect", Message: "XidResetRequired: Xid 46 on 0000:18:00.0"},
 		Parts:   DefaultParts(10*time.Second, DefaultKmsg), Now: func() time.Time { return time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC) }}
 	m, sp, err := c.Run(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, "gpu-node-002/gpu-xid-reset.gpu-node-002.abc-0.tar.gz", sp.Key)
 	require.Equal(t, "b007b007-0000-4000-8000-000000000001", m.BootID)
-	require.Equal(t, []GPU{{Index: "0", BusID: "00000000:18:00.0", UUID: "GPU-6ee485d3-0000-4000-8000-000000000000", Serial: "1650923000001"}}, m.GPUs)
+	require.Equal(t, []diagnostics.GPU{{Index: "0", BusID: "00000000:18:00.0", UUID: "GPU-6ee485d3-0000-4000-8000-000000000000", Serial: "1650923000001"}}, m.GPUs)
 
-	byName := map[string]PartResult{}
+	byName := map[string]diagnostics.PartResult{}
 	for _, p := range m.Parts {
 		byName[p.Name] = p
 	}
@@ -94,7 +95,7 @@ func TestCaptureMakesOneBundle(t *testing.T) {
 
 	tarNames, files := untar(t, sp.Path)
 	require.Equal(t, "gpu-xid-reset.gpu-node-002.abc-0/manifest.json", tarNames[0], "the manifest first")
-	var got Manifest
+	var got diagnostics.Manifest
 	require.NoError(t, json.Unmarshal(files["manifest.json"], &got))
 	require.Equal(t, "gpu-node-002", got.Node)
 	require.Equal(t, "GPUXidError", got.Trigger.Type)
@@ -113,7 +114,7 @@ func TestCaptureMakesOneBundle(t *testing.T) {
 	require.Equal(t, v1alpha1.DiagnosticsCaptured, r.Result)
 	require.Contains(t, r.Message, "not on this node")
 	require.Contains(t, r.Message, "no store configured")
-	parsed, err := ParseReport(r.Encode())
+	parsed, err := diagnostics.ParseReport(r.Encode())
 	require.NoError(t, err)
 	require.Equal(t, r, parsed)
 }
@@ -129,7 +130,7 @@ func TestHungPartIsKilledWithItsGroup(t *testing.T) {
 	m, sp, err := c.Run(context.Background())
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), 8*time.Second, "the hung part held the capture")
-	var bug PartResult
+	var bug diagnostics.PartResult
 	for _, p := range m.Parts {
 		if p.Name == "nvidia-bug-report" {
 			bug = p
@@ -148,7 +149,7 @@ func TestHungPartIsKilledWithItsGroup(t *testing.T) {
 	r := NewReport(m, sp, false, nil, 0)
 	require.Equal(t, v1alpha1.DiagnosticsPartial, r.Result)
 	require.Equal(t, []string{"nvidia-bug-report (timed out after " + (time.Duration(bug.Millis) * time.Millisecond).String() + ")"}, r.FailedParts)
-	_, err = ParseReport(r.Encode())
+	_, err = diagnostics.ParseReport(r.Encode())
 	require.NoError(t, err)
 }
 
@@ -200,33 +201,4 @@ func TestPartResults(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(dir, "big.txt"))
 	require.NoError(t, err)
 	require.EqualValues(t, 100, fi.Size())
-}
-
-func TestReportEncodeAndParse(t *testing.T) {
-	sum := strings.Repeat("ab", 32)
-	many := make([]string, 500)
-	for i := range many {
-		many[i] = strings.Repeat("f", 20) + strconv.Itoa(i)
-	}
-	r := Report{Result: v1alpha1.DiagnosticsCaptured, Key: "n/op.tar.gz", Size: 1, SHA256: sum, Files: many, Message: "all parts."}
-	b := r.Encode()
-	require.LessOrEqual(t, len(b), MaxReport)
-	got, err := ParseReport(b)
-	require.NoError(t, err)
-	require.Less(t, len(got.Files), 500)
-	require.Contains(t, got.Message, "more files in manifest.json")
-
-	for _, tc := range []struct{ in, err string }{
-		{`{"result":"Captured","key":"k","size":1,"sha256":"` + sum + `","extra":1}`, `unknown field "extra"`},
-		{`{"result":"Done"}`, `result "Done" is not Captured, Partial or Failed`},
-		{`{"result":"Captured","key":"k","size":1,"sha256":"xyz"}`, "not 64 hex digits"},
-		{`{"result":"Captured","key":"k","size":0,"sha256":"` + sum + `"}`, "with size 0"},
-		{`{"result":"Partial","key":"k","size":1,"sha256":"` + sum + `"}`, "names no failed part"},
-		{`{"result":"Failed","key":"k"}`, "result Failed with a bundle"},
-		{`{"result":"Failed"} {"result":"Failed"}`, "more than one JSON document"},
-		{`not json`, "report: invalid character"},
-	} {
-		_, err := ParseReport([]byte(tc.in))
-		require.ErrorContains(t, err, tc.err, tc.in)
-	}
 }

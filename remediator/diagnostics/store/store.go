@@ -1,4 +1,4 @@
-package diagnostics
+package store
 
 import (
 	"context"
@@ -13,25 +13,13 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 )
 
-// MetaSHA256 is the user metadata key under which a bundle's SHA-256 is
-// stored with the object (x-amz-meta-sha256), so that the store can be
-// asked whether it holds exactly these bytes.
-const MetaSHA256 = "Sha256"
-
-// MetaGPU is the user metadata key of the UUID of the GPU a bundle is
-// about (x-amz-meta-gpu), when the operation named one: retention keeps
-// the bundles of GPUs excluded for good.
-const MetaGPU = "Gpu"
-
-// MaxLinkExpiry is the longest a presigned link can live (S3's limit for
-// SigV4 presigned URLs: seven days).
-const MaxLinkExpiry = 7 * 24 * time.Hour
-
-// StoreConfig says where bundles are kept. Credentials are not part of it:
+// Config says where bundles are kept. Credentials are not part of it:
 // they come from a Secret (see Credentials).
-type StoreConfig struct {
+type Config struct {
 	// Endpoint is host[:port] of the S3-compatible store.
 	Endpoint string
 	// Bucket holds the bundles; it is never made public.
@@ -52,20 +40,14 @@ type Credentials struct {
 // shows only the access key.
 func (c Credentials) String() string { return "access key " + c.AccessKey + ", secret key (hidden)" }
 
-// Secret keys of the credentials Secret.
-const (
-	SecretAccessKey = "accessKey"
-	SecretSecretKey = "secretKey"
-)
-
 // Store is a bucket of an S3-compatible store, through minio-go.
 type Store struct {
-	cfg    StoreConfig
+	cfg    Config
 	client *minio.Client
 }
 
-// NewStore makes a client for cfg; it does not contact the store.
-func NewStore(cfg StoreConfig, cred Credentials) (*Store, error) {
+// New makes a client for cfg; it does not contact the store.
+func New(cfg Config, cred Credentials) (*Store, error) {
 	if cfg.Endpoint == "" || cfg.Bucket == "" {
 		return nil, errors.New("diagnostics store: endpoint and bucket are required")
 	}
@@ -88,16 +70,12 @@ func NewStore(cfg StoreConfig, cred Credentials) (*Store, error) {
 // returns nil only when the store holds an object of this size whose
 // recorded SHA-256 is sum.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64, sum, gpu string) error {
-	return s.PutWith(ctx, key, r, size, sum, map[string]string{MetaGPU: gpu})
+	return s.PutWith(ctx, key, r, size, sum, map[string]string{diagnostics.MetaGPU: gpu})
 }
-
-// MetaFiles is the user metadata key of a bundle's file names, comma
-// separated, where the writer keeps them (the must-gather).
-const MetaFiles = "Files"
 
 // PutWith is Put with more user metadata (empty values are left out).
 func (s *Store) PutWith(ctx context.Context, key string, r io.Reader, size int64, sum string, more map[string]string) error {
-	meta := map[string]string{MetaSHA256: sum}
+	meta := map[string]string{diagnostics.MetaSHA256: sum}
 	for k, v := range more {
 		if v != "" {
 			meta[k] = v
@@ -126,7 +104,7 @@ func (s *Store) Verify(ctx context.Context, key string, size int64, sum string) 
 	if info.Size != size {
 		return fmt.Errorf("%s: the store holds %d bytes, the bundle has %d", s.where(key), info.Size, size)
 	}
-	if got := info.UserMetadata[MetaSHA256]; got != sum {
+	if got := info.UserMetadata[diagnostics.MetaSHA256]; got != sum {
 		return fmt.Errorf("%s: the store records sha256 %q, the bundle's is %s", s.where(key), got, sum)
 	}
 	return nil
@@ -164,10 +142,10 @@ func (s *Store) Get(ctx context.Context, key string, w io.Writer) (int64, error)
 }
 
 // Link is a presigned GET link to key that works until now+expiry
-// (at most MaxLinkExpiry); the bucket stays private.
+// (at most diagnostics.MaxLinkExpiry); the bucket stays private.
 func (s *Store) Link(ctx context.Context, key string, expiry time.Duration) (*url.URL, error) {
-	if expiry <= 0 || expiry > MaxLinkExpiry {
-		return nil, fmt.Errorf("link expiry %s: must be more than 0 and at most %s", expiry, MaxLinkExpiry)
+	if expiry <= 0 || expiry > diagnostics.MaxLinkExpiry {
+		return nil, fmt.Errorf("link expiry %s: must be more than 0 and at most %s", expiry, diagnostics.MaxLinkExpiry)
 	}
 	u, err := s.client.PresignedGetObject(ctx, s.cfg.Bucket, key, expiry, nil)
 	if err != nil {
@@ -176,43 +154,31 @@ func (s *Store) Link(ctx context.Context, key string, expiry time.Duration) (*ur
 	return u, nil
 }
 
-// Object is one stored bundle.
-type Object struct {
-	Key          string
-	Size         int64
-	LastModified time.Time
-	SHA256       string
-	// GPU is the UUID of the GPU the bundle is about; "" when none.
-	GPU string
-	// Files are the bundle's file names where its writer recorded them.
-	Files []string
-}
-
 // List lists the objects under prefix (a node's bundles: "<node>/").
 // S3's listing carries no user metadata: SHA256 and GPU are empty (Stat
 // reads them).
-func (s *Store) List(ctx context.Context, prefix string) ([]Object, error) {
-	var out []Object
+func (s *Store) List(ctx context.Context, prefix string) ([]diagnostics.Object, error) {
+	var out []diagnostics.Object
 	for o := range s.client.ListObjects(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if o.Err != nil {
 			return nil, fmt.Errorf("list %s: %w", s.where(prefix), o.Err)
 		}
-		out = append(out, Object{Key: o.Key, Size: o.Size, LastModified: o.LastModified})
+		out = append(out, diagnostics.Object{Key: o.Key, Size: o.Size, LastModified: o.LastModified})
 	}
 	return out, nil
 }
 
 // Stat reads one object with its recorded SHA-256 and GPU.
-func (s *Store) Stat(ctx context.Context, key string) (Object, error) {
+func (s *Store) Stat(ctx context.Context, key string) (diagnostics.Object, error) {
 	info, err := s.client.StatObject(ctx, s.cfg.Bucket, key, minio.StatObjectOptions{})
 	if err != nil {
 		if minio.ToErrorResponse(err).Code == minio.NoSuchKey {
-			return Object{}, fmt.Errorf("%s: %w", s.where(key), ErrNotFound)
+			return diagnostics.Object{}, fmt.Errorf("%s: %w", s.where(key), ErrNotFound)
 		}
-		return Object{}, fmt.Errorf("stat %s: %w", s.where(key), err)
+		return diagnostics.Object{}, fmt.Errorf("stat %s: %w", s.where(key), err)
 	}
-	o := Object{Key: key, Size: info.Size, LastModified: info.LastModified, SHA256: info.UserMetadata[MetaSHA256], GPU: info.UserMetadata[MetaGPU]}
-	if f := info.UserMetadata[MetaFiles]; f != "" {
+	o := diagnostics.Object{Key: key, Size: info.Size, LastModified: info.LastModified, SHA256: info.UserMetadata[diagnostics.MetaSHA256], GPU: info.UserMetadata[diagnostics.MetaGPU]}
+	if f := info.UserMetadata[diagnostics.MetaFiles]; f != "" {
 		o.Files = strings.Split(f, ",")
 	}
 	return o, nil
@@ -240,11 +206,11 @@ func CredentialsFromFiles(dir string) (Credentials, error) {
 		}
 		return strings.TrimSpace(string(b)), nil
 	}
-	a, err := read(SecretAccessKey)
+	a, err := read(diagnostics.SecretAccessKey)
 	if err != nil {
 		return Credentials{}, err
 	}
-	s, err := read(SecretSecretKey)
+	s, err := read(diagnostics.SecretSecretKey)
 	if err != nil {
 		return Credentials{}, err
 	}

@@ -1,4 +1,4 @@
-package diagnostics
+package capture
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/detectors/xid"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 )
 
 // Part is one thing a capture collects into one file of the bundle. Each
@@ -45,52 +46,6 @@ type Part struct {
 	// skipped, not failed.
 	Optional bool
 }
-
-// PartResult is how one part went, as the manifest records it.
-type PartResult struct {
-	Name      string   `json:"name"`
-	File      string   `json:"file,omitempty"`
-	Command   []string `json:"command,omitempty"`
-	ExitCode  *int     `json:"exitCode,omitempty"`
-	TimedOut  bool     `json:"timedOut,omitempty"`
-	Skipped   string   `json:"skipped,omitempty"`
-	Truncated bool     `json:"truncated,omitempty"`
-	Error     string   `json:"error,omitempty"`
-	Millis    int64    `json:"durationMs"`
-}
-
-// Failed reports whether the part counts as failed in the report: it timed
-// out, errored or exited non-zero. A skipped part did not fail.
-func (p PartResult) Failed() bool {
-	return p.Skipped == "" && (p.TimedOut || p.Error != "" || (p.ExitCode != nil && *p.ExitCode != 0))
-}
-
-// Why says in a few words why the part failed, for FailedParts.
-func (p PartResult) Why() string {
-	switch {
-	case p.TimedOut:
-		return fmt.Sprintf("%s (timed out after %s)", p.Name, time.Duration(p.Millis)*time.Millisecond)
-	case p.Error != "":
-		return Truncate(fmt.Sprintf("%s (%s)", p.Name, p.Error), 128)
-	case p.ExitCode != nil:
-		return fmt.Sprintf("%s (exit status %d)", p.Name, *p.ExitCode)
-	}
-	return p.Name
-}
-
-// Truncate cuts s to at most n bytes, on a rune boundary, marking the cut.
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !isRuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // hostBinDirs are where a host's tools are, under the root, when they are
 // not on the capture container's PATH.
@@ -137,8 +92,8 @@ func inRoot(root host.Root, p string) (string, bool) {
 
 // runPart collects one part into dir/part.File. noChroot runs the host's
 // tools in place, for a root that is a plain directory (tests, the demo).
-func runPart(ctx context.Context, p Part, root host.Root, dir string, noChroot bool) (res PartResult) {
-	res = PartResult{Name: p.Name, File: p.File}
+func runPart(ctx context.Context, p Part, root host.Root, dir string, noChroot bool) (res diagnostics.PartResult) {
+	res = diagnostics.PartResult{Name: p.Name, File: p.File}
 	start := time.Now()
 	// A named result: the duration is set on what is returned.
 	defer func() { res.Millis = time.Since(start).Milliseconds() }()
@@ -158,7 +113,7 @@ func runPart(ctx context.Context, p Part, root host.Root, dir string, noChroot b
 		select {
 		case err := <-done:
 			if err != nil {
-				res.Error = Truncate(err.Error(), 256)
+				res.Error = diagnostics.Truncate(err.Error(), 256)
 			}
 		case <-ctx.Done():
 			res.TimedOut = true
@@ -235,7 +190,7 @@ func runPart(ctx context.Context, p Part, root host.Root, dir string, noChroot b
 	case errors.As(err, &ee) && !res.TimedOut:
 		res.ExitCode = ptrInt(ee.ExitCode())
 	case !res.TimedOut:
-		res.Error = Truncate(err.Error(), 256)
+		res.Error = diagnostics.Truncate(err.Error(), 256)
 	}
 	if fileOut != "" {
 		// The tool's own file replaces its output, which then goes to the

@@ -1,4 +1,4 @@
-package diagnostics
+package capture
 
 import (
 	"context"
@@ -15,31 +15,9 @@ import (
 
 	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics/store"
 )
-
-// Environment of a capture pod: the remediator sets these (the
-// credentials from the store's Secret, by secretKeyRef, never in the
-// template or a log line).
-const (
-	EnvEndpoint  = "KUBEMEDIC_DIAG_ENDPOINT"
-	EnvBucket    = "KUBEMEDIC_DIAG_BUCKET"
-	EnvRegion    = "KUBEMEDIC_DIAG_REGION"
-	EnvInsecure  = "KUBEMEDIC_DIAG_INSECURE"
-	EnvAccessKey = "KUBEMEDIC_DIAG_ACCESS_KEY"
-	EnvSecretKey = "KUBEMEDIC_DIAG_SECRET_KEY"
-	// The operation's, as every operation pod gets them.
-	EnvNode          = "KUBEMEDIC_NODE_NAME"
-	EnvOperation     = "KUBEMEDIC_OPERATION"
-	EnvTriggerType   = "KUBEMEDIC_TRIGGER_TYPE"
-	EnvTriggerReason = "KUBEMEDIC_TRIGGER_REASON"
-	EnvTriggerMsg    = "KUBEMEDIC_TRIGGER_MESSAGE"
-	// EnvGPU is the UUID of the GPU the operation is about (its
-	// status.gpu), when it names one.
-	EnvGPU = "KUBEMEDIC_GPU_UUID"
-)
-
-// SpoolDir is the spool on the node's disk, under the host root.
-const SpoolDir = "/var/lib/kubemedic/diagnostics"
 
 // DefaultBugReportTimeout bounds nvidia-bug-report.sh.
 const DefaultBugReportTimeout = 3 * time.Minute
@@ -56,16 +34,16 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	fs := pflag.NewFlagSet("kubemedic-diag "+args[0], pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	root := fs.String("root", "/", "the host's root file system, as mounted in the pod")
-	spool := fs.String("spool", "", "the spool on the node's disk (default "+SpoolDir+" under --root)")
-	var cfg StoreConfig
-	fs.StringVar(&cfg.Endpoint, "endpoint", getenv(EnvEndpoint), "S3-compatible store, host:port ($"+EnvEndpoint+"); empty: the bundle stays in the spool")
-	fs.StringVar(&cfg.Bucket, "bucket", getenv(EnvBucket), "bucket ($"+EnvBucket+")")
-	fs.StringVar(&cfg.Region, "region", getenv(EnvRegion), "region ($"+EnvRegion+")")
-	fs.BoolVar(&cfg.Insecure, "insecure", getenv(EnvInsecure) == "true", "plain HTTP to the store ($"+EnvInsecure+"=true)")
-	credDir := fs.String("credentials-dir", "", "directory of a mounted Secret with accessKey and secretKey; default: $"+EnvAccessKey+" and $"+EnvSecretKey)
+	spool := fs.String("spool", "", "the spool on the node's disk (default "+diagnostics.SpoolDir+" under --root)")
+	var cfg store.Config
+	fs.StringVar(&cfg.Endpoint, "endpoint", getenv(diagnostics.EnvEndpoint), "S3-compatible store, host:port ($"+diagnostics.EnvEndpoint+"); empty: the bundle stays in the spool")
+	fs.StringVar(&cfg.Bucket, "bucket", getenv(diagnostics.EnvBucket), "bucket ($"+diagnostics.EnvBucket+")")
+	fs.StringVar(&cfg.Region, "region", getenv(diagnostics.EnvRegion), "region ($"+diagnostics.EnvRegion+")")
+	fs.BoolVar(&cfg.Insecure, "insecure", getenv(diagnostics.EnvInsecure) == "true", "plain HTTP to the store ($"+diagnostics.EnvInsecure+"=true)")
+	credDir := fs.String("credentials-dir", "", "directory of a mounted Secret with accessKey and secretKey; default: $"+diagnostics.EnvAccessKey+" and $"+diagnostics.EnvSecretKey)
 	timeout := fs.Duration("store-timeout", 2*time.Minute, "bound on the uploads")
-	node := fs.String("node", getenv(EnvNode), "node name ($"+EnvNode+")")
-	operation := fs.String("operation", getenv(EnvOperation), "NodeOperation name ($"+EnvOperation+")")
+	node := fs.String("node", getenv(diagnostics.EnvNode), "node name ($"+diagnostics.EnvNode+")")
+	operation := fs.String("operation", getenv(diagnostics.EnvOperation), "NodeOperation name ($"+diagnostics.EnvOperation+")")
 	bugReport := fs.Duration("bug-report-timeout", DefaultBugReportTimeout, "hard bound on nvidia-bug-report.sh")
 	termLog := fs.String("termination-log", "/dev/termination-log", "where the report for the remediator is written")
 	kmsg := fs.String("kmsg", DefaultKmsg, "the kernel log under --root: /dev/kmsg, or a file of kmsg records or dmesg lines")
@@ -77,31 +55,31 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 		return 2
 	}
 	if *spool == "" {
-		*spool = host.Root(*root).Path(SpoolDir)
+		*spool = host.Root(*root).Path(diagnostics.SpoolDir)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	var store *Store
+	var st *store.Store
 	var storeErr error
 	if cfg.Endpoint != "" {
 		cred, err := readCredentials(*credDir, getenv)
 		if err == nil {
-			store, err = NewStore(cfg, cred)
+			st, err = store.New(cfg, cred)
 		}
 		storeErr = err
 	}
 	flush := func() ([]string, []error) {
-		if store == nil {
+		if st == nil {
 			return nil, nil
 		}
 		fctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		return Flush(fctx, *spool, store)
+		return Flush(fctx, *spool, st)
 	}
 
 	if args[0] == "flush" {
-		if store == nil {
+		if st == nil {
 			fmt.Fprintf(stderr, "kubemedic-diag flush: no store: %v\n", orNoEndpoint(storeErr))
 			return 2
 		}
@@ -120,7 +98,7 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 		if len(errs) > 0 {
 			msg += fmt.Sprintf("; %d kept in the spool: %v", len(errs), errors.Join(errs...))
 		}
-		if err := os.WriteFile(*termLog, []byte(Truncate(msg, MaxReport)), 0o644); err != nil && *termLog != "/dev/termination-log" {
+		if err := os.WriteFile(*termLog, []byte(diagnostics.Truncate(msg, diagnostics.MaxReport)), 0o644); err != nil && *termLog != "/dev/termination-log" {
 			fmt.Fprintf(stderr, "kubemedic-diag: write %s: %v\n", *termLog, err)
 		}
 		if len(errs) > 0 {
@@ -130,16 +108,16 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 	}
 
 	if *node == "" || *operation == "" {
-		fmt.Fprintf(stderr, "kubemedic-diag capture: --node and --operation (or $%s and $%s) are required\n", EnvNode, EnvOperation)
+		fmt.Fprintf(stderr, "kubemedic-diag capture: --node and --operation (or $%s and $%s) are required\n", diagnostics.EnvNode, diagnostics.EnvOperation)
 		return 2
 	}
-	c := &Capture{Root: host.Root(*root), Node: *node, Operation: *operation, Parts: DefaultParts(*bugReport, *kmsg), Spool: *spool, Now: time.Now, NoChroot: *noChroot, GPU: getenv(EnvGPU)}
-	if t := getenv(EnvTriggerType); t != "" {
-		c.Trigger = &Trigger{Type: t, Reason: getenv(EnvTriggerReason), Message: getenv(EnvTriggerMsg)}
+	c := &Capture{Root: host.Root(*root), Node: *node, Operation: *operation, Parts: DefaultParts(*bugReport, *kmsg), Spool: *spool, Now: time.Now, NoChroot: *noChroot, GPU: getenv(diagnostics.EnvGPU)}
+	if t := getenv(diagnostics.EnvTriggerType); t != "" {
+		c.Trigger = &diagnostics.Trigger{Type: t, Reason: getenv(diagnostics.EnvTriggerReason), Message: getenv(diagnostics.EnvTriggerMsg)}
 	}
 	m, sp, err := c.Run(ctx)
 	if err != nil {
-		r := Report{Result: v1alpha1.DiagnosticsFailed, Message: Truncate("no bundle: "+err.Error(), 1024)}
+		r := diagnostics.Report{Result: v1alpha1.DiagnosticsFailed, Message: diagnostics.Truncate("no bundle: "+err.Error(), 1024)}
 		writeReport(*termLog, r, stdout, stderr)
 		return 1
 	}
@@ -163,18 +141,18 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 
 func orNoEndpoint(err error) error {
 	if err == nil {
-		return errors.New("--endpoint (or $" + EnvEndpoint + ") is not set")
+		return errors.New("--endpoint (or $" + diagnostics.EnvEndpoint + ") is not set")
 	}
 	return err
 }
 
-func readCredentials(dir string, getenv func(string) string) (Credentials, error) {
+func readCredentials(dir string, getenv func(string) string) (store.Credentials, error) {
 	if dir != "" {
-		return CredentialsFromFiles(dir)
+		return store.CredentialsFromFiles(dir)
 	}
-	c := Credentials{AccessKey: getenv(EnvAccessKey), SecretKey: getenv(EnvSecretKey)}
+	c := store.Credentials{AccessKey: getenv(diagnostics.EnvAccessKey), SecretKey: getenv(diagnostics.EnvSecretKey)}
 	if c.AccessKey == "" || c.SecretKey == "" {
-		return Credentials{}, fmt.Errorf("diagnostics store credentials: set --credentials-dir, or $%s and $%s", EnvAccessKey, EnvSecretKey)
+		return store.Credentials{}, fmt.Errorf("diagnostics store credentials: set --credentials-dir, or $%s and $%s", diagnostics.EnvAccessKey, diagnostics.EnvSecretKey)
 	}
 	return c, nil
 }
@@ -182,7 +160,7 @@ func readCredentials(dir string, getenv func(string) string) (Credentials, error
 // writeReport writes the report to the termination log and a summary to
 // stdout; a termination log that cannot be written is said on stderr (the
 // remediator then sees no report and records the capture as failed).
-func writeReport(path string, r Report, stdout, stderr io.Writer) {
+func writeReport(path string, r diagnostics.Report, stdout, stderr io.Writer) {
 	b := r.Encode()
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		fmt.Fprintf(stderr, "kubemedic-diag: write the report to %s: %v\n", path, err)

@@ -1,4 +1,4 @@
-package diagnostics
+package capture
 
 import (
 	"archive/tar"
@@ -19,57 +19,15 @@ import (
 
 	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 )
-
-// ManifestFile is the bundle's first file.
-const ManifestFile = "manifest.json"
-
-// Manifest describes one bundle: what was captured where and when, and
-// each file's size and SHA-256.
-type Manifest struct {
-	Node      string   `json:"node"`
-	Operation string   `json:"operation"`
-	BootID    string   `json:"bootID,omitempty"`
-	Trigger   *Trigger `json:"trigger,omitempty"`
-	// GPU is the UUID of the GPU the operation is about, when it names one.
-	GPU     string       `json:"gpu,omitempty"`
-	GPUs    []GPU        `json:"gpus,omitempty"`
-	Created time.Time    `json:"created"`
-	Parts   []PartResult `json:"parts"`
-	Files   []File       `json:"files"`
-}
-
-// Trigger is the node condition that started the operation.
-type Trigger struct {
-	Type    string `json:"type,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-	Message string `json:"message,omitempty"`
-}
-
-// GPU is one GPU as nvidia-smi listed it at the capture.
-type GPU struct {
-	Index  string `json:"index"`
-	BusID  string `json:"busID"`
-	UUID   string `json:"uuid"`
-	Serial string `json:"serial,omitempty"`
-}
-
-// File is one file of the bundle.
-type File struct {
-	Name   string `json:"name"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-}
-
-// Key is a bundle's object key: <node>/<operation>.tar.gz.
-func Key(node, operation string) string { return node + "/" + operation + ".tar.gz" }
 
 // Capture is one capture on a node.
 type Capture struct {
 	Root      host.Root
 	Node      string
 	Operation string
-	Trigger   *Trigger
+	Trigger   *diagnostics.Trigger
 	Parts     []Part
 	// Spool is where bundles wait for the store, on the node's disk.
 	Spool string
@@ -85,7 +43,7 @@ type Capture struct {
 // Run collects every part into a scratch directory beside the spool,
 // writes the bundle into the spool, and returns its manifest and spooled
 // bundle. Parts fail alone; Run fails only when no bundle can be written.
-func (c *Capture) Run(ctx context.Context) (*Manifest, Spooled, error) {
+func (c *Capture) Run(ctx context.Context) (*diagnostics.Manifest, Spooled, error) {
 	if err := os.MkdirAll(c.Spool, 0o700); err != nil {
 		return nil, Spooled{}, fmt.Errorf("spool %s: %w", c.Spool, err)
 	}
@@ -94,7 +52,7 @@ func (c *Capture) Run(ctx context.Context) (*Manifest, Spooled, error) {
 		return nil, Spooled{}, fmt.Errorf("spool %s: %w", c.Spool, err)
 	}
 	defer os.RemoveAll(scratch)
-	m := &Manifest{Node: c.Node, Operation: c.Operation, Trigger: c.Trigger, Created: c.Now().UTC(), GPU: c.GPU}
+	m := &diagnostics.Manifest{Node: c.Node, Operation: c.Operation, Trigger: c.Trigger, Created: c.Now().UTC(), GPU: c.GPU}
 	if id, err := c.Root.BootID(); err == nil {
 		m.BootID = id
 	}
@@ -105,13 +63,13 @@ func (c *Capture) Run(ctx context.Context) (*Manifest, Spooled, error) {
 			m.GPUs = parseGPUList(filepath.Join(scratch, r.File))
 		}
 	}
-	sp, err := writeBundle(m, scratch, c.Spool, Key(c.Node, c.Operation))
+	sp, err := writeBundle(m, scratch, c.Spool, diagnostics.Key(c.Node, c.Operation))
 	return m, sp, err
 }
 
 // parseGPUList reads nvidia-smi's index, pci.bus_id, uuid, serial CSV;
 // lines it cannot read are left out (the file is in the bundle).
-func parseGPUList(path string) []GPU {
+func parseGPUList(path string) []diagnostics.GPU {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
@@ -120,7 +78,7 @@ func parseGPUList(path string) []GPU {
 	r := csv.NewReader(f)
 	r.TrimLeadingSpace = true
 	r.FieldsPerRecord = -1
-	var out []GPU
+	var out []diagnostics.GPU
 	for {
 		rec, err := r.Read()
 		if err != nil {
@@ -129,7 +87,7 @@ func parseGPUList(path string) []GPU {
 		if len(rec) != 4 || !strings.HasPrefix(rec[2], "GPU-") {
 			continue
 		}
-		out = append(out, GPU{Index: rec[0], BusID: rec[1], UUID: rec[2], Serial: rec[3]})
+		out = append(out, diagnostics.GPU{Index: rec[0], BusID: rec[1], UUID: rec[2], Serial: rec[3]})
 	}
 	return out
 }
@@ -160,7 +118,7 @@ func spoolName(key string) string {
 // writeBundle writes manifest.json and the part files of dir as one
 // .tar.gz into the spool, fsynced and renamed into place so that a crash
 // or a reboot leaves either the whole bundle or none, then its sidecar.
-func writeBundle(m *Manifest, dir, spool, key string) (Spooled, error) {
+func writeBundle(m *diagnostics.Manifest, dir, spool, key string) (Spooled, error) {
 	var names []string
 	for _, p := range m.Parts {
 		if p.File == "" {
@@ -174,7 +132,7 @@ func writeBundle(m *Manifest, dir, spool, key string) (Spooled, error) {
 		if err != nil {
 			return Spooled{}, err
 		}
-		m.Files = append(m.Files, File{Name: p.File, Size: fi.Size(), SHA256: sum})
+		m.Files = append(m.Files, diagnostics.File{Name: p.File, Size: fi.Size(), SHA256: sum})
 		names = append(names, p.File)
 	}
 	mb, err := json.MarshalIndent(m, "", "  ")
@@ -191,8 +149,10 @@ func writeBundle(m *Manifest, dir, spool, key string) (Spooled, error) {
 	gz := gzip.NewWriter(io.MultiWriter(f, h))
 	tw := tar.NewWriter(gz)
 	prefix := strings.TrimSuffix(filepath.Base(key), bundleExt) + "/"
-	add := func(name string, size int64, r io.Reader) error { return addTar(tw, prefix+name, m.Created, size, r) }
-	werr := add(ManifestFile, int64(len(mb)), strings.NewReader(string(mb)))
+	add := func(name string, size int64, r io.Reader) error {
+		return diagnostics.AddTar(tw, prefix+name, m.Created, size, r)
+	}
+	werr := add(diagnostics.ManifestFile, int64(len(mb)), strings.NewReader(string(mb)))
 	for _, fl := range m.Files {
 		if werr != nil {
 			break
@@ -213,7 +173,7 @@ func writeBundle(m *Manifest, dir, spool, key string) (Spooled, error) {
 	if err != nil {
 		return Spooled{}, err
 	}
-	sp := Spooled{Path: final, Key: key, Size: fi.Size(), SHA256: hex.EncodeToString(h.Sum(nil)), Files: append([]string{ManifestFile}, names...), GPU: m.GPU}
+	sp := Spooled{Path: final, Key: key, Size: fi.Size(), SHA256: hex.EncodeToString(h.Sum(nil)), Files: append([]string{diagnostics.ManifestFile}, names...), GPU: m.GPU}
 	sb, _ := json.Marshal(sp)
 	// The sidecar first: a bundle without one is unusable, and the
 	// sidecar of a missing bundle is removed by the next flush.
@@ -226,15 +186,6 @@ func writeBundle(m *Manifest, dir, spool, key string) (Spooled, error) {
 	}
 	syncDir(spool)
 	return sp, nil
-}
-
-// addTar adds one regular file to a bundle.
-func addTar(tw *tar.Writer, name string, mod time.Time, size int64, r io.Reader) error {
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size, ModTime: mod, Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	_, err := io.Copy(tw, r)
-	return err
 }
 
 func writeFileSync(path string, b []byte) error {
@@ -319,7 +270,7 @@ func Spool(dir string) ([]Spooled, []error) {
 		if rerr == nil {
 			rerr = json.Unmarshal(b, &s)
 		}
-		if rerr != nil || s.Key == "" || !ValidSHA256(s.SHA256) {
+		if rerr != nil || s.Key == "" || !diagnostics.ValidSHA256(s.SHA256) {
 			errs = append(errs, fmt.Errorf("spool %s: sidecar unreadable (%v); the bundle stays", side, rerr))
 			continue
 		}
@@ -379,8 +330,8 @@ func upload(ctx context.Context, s Spooled, up Uploader) error {
 
 // NewReport is the report of a capture: its result from the parts, and
 // whether the store holds the bundle.
-func NewReport(m *Manifest, sp Spooled, stored bool, storeErr error, flushed int) Report {
-	r := Report{Key: sp.Key, Size: sp.Size, SHA256: sp.SHA256, Files: sp.Files, Stored: stored, Flushed: flushed}
+func NewReport(m *diagnostics.Manifest, sp Spooled, stored bool, storeErr error, flushed int) diagnostics.Report {
+	r := diagnostics.Report{Key: sp.Key, Size: sp.Size, SHA256: sp.SHA256, Files: sp.Files, Stored: stored, Flushed: flushed}
 	ok := 0
 	for _, p := range m.Parts {
 		switch {
@@ -402,7 +353,7 @@ func NewReport(m *Manifest, sp Spooled, stored bool, storeErr error, flushed int
 	case stored:
 		r.Message += "; stored"
 	case storeErr != nil:
-		r.Message += "; not stored yet, the bundle waits in the node's spool: " + Truncate(storeErr.Error(), 512)
+		r.Message += "; not stored yet, the bundle waits in the node's spool: " + diagnostics.Truncate(storeErr.Error(), 512)
 	default:
 		r.Message += "; not stored (no store configured), the bundle waits in the node's spool"
 	}
