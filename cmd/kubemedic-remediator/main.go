@@ -18,6 +18,7 @@ import (
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/remediator/controller"
 	"github.com/kubemedic/kubemedic/remediator/diagnostics"
+	"github.com/kubemedic/kubemedic/remediator/evidence"
 	"github.com/kubemedic/kubemedic/remediator/stackhealth"
 )
 
@@ -26,7 +27,7 @@ func main() {
 	var logLevel, tokenFile, slackURL string
 	var stackHealth bool
 	var sh stackhealth.Options
-	var dg controller.DiagnosticsOptions
+	var dg evidence.Options
 	fs := flag.CommandLine
 	fs.StringVar(&o.Namespace, "namespace", "kubemedic-system", "namespace of the operation pods, the admission ledger and the leader-election Lease")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader so that only one replica acts")
@@ -51,7 +52,7 @@ func main() {
 	fs.StringVar(&dg.Store.Region, "diagnostics-region", "", "region of the bucket; empty: asked of the store")
 	fs.BoolVar(&dg.Store.Insecure, "diagnostics-insecure", false, "plain HTTP to the store (one inside the cluster without TLS)")
 	fs.StringVar(&dg.Secret, "diagnostics-secret", "kubemedic-diagnostics", "Secret in --namespace with the store's "+diagnostics.SecretAccessKey+" and "+diagnostics.SecretSecretKey)
-	fs.DurationVar(&dg.LinkExpiry, "diagnostics-link-expiry", controller.DefaultLinkExpiry, "how long a bundle's presigned link works (at most 168h)")
+	fs.DurationVar(&dg.LinkExpiry, "diagnostics-link-expiry", evidence.DefaultLinkExpiry, "how long a bundle's presigned link works (at most 168h)")
 	fs.DurationVar(&dg.Retention, "diagnostics-retention", diagnostics.DefaultRetention, "bundles older than this are deleted from the store, but for those of nodes still quarantined")
 	// controller-runtime registers --kubeconfig on flag.CommandLine.
 	flag.Parse()

@@ -18,6 +18,8 @@ import (
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/drain"
+	"github.com/kubemedic/kubemedic/remediator/evidence"
+	"github.com/kubemedic/kubemedic/remediator/operationpod"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 	"github.com/kubemedic/kubemedic/remediator/rung"
 )
@@ -50,12 +52,9 @@ type OperationReconciler struct {
 	// DRA: the API server serves DeviceTaintRule, so a GPU-scoped
 	// operation excludes the GPU alone instead of cordoning the node.
 	DRA bool
-	// Diagnostics says where capture pods put their bundles; nil: no
-	// store, bundles stay in the nodes' spools.
-	Diagnostics *DiagnosticsOptions
-	// Logs reads the GPU Operator's pods' logs for the must-gather; nil:
-	// none.
-	Logs PodLogs
+	// Evidence captures the node's diagnostics before a repair and keeps
+	// them; nil: no store, bundles stay in the nodes' spools.
+	Evidence *evidence.Keeper
 
 	ledger *ledger
 	// owners tells the owners of the pods a drain stops; nil: nobody is told.
@@ -91,7 +90,7 @@ func (r *OperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	out, err := r.advance(ctx, op, node)
 	if !out.deleted && err == nil {
-		out.requeue = shortest(out.requeue, r.checkSpooled(ctx, op))
+		out.requeue = shortest(out.requeue, r.evidence().CheckSpooled(ctx, op))
 	}
 	if !out.deleted && !equality.Semantic.DeepEqual(orig.Status, op.Status) {
 		if perr := r.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); perr != nil {
@@ -171,7 +170,7 @@ func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOper
 			return out, err
 		}
 		if t.LinkBundle {
-			r.link(ctx, t.Status.Diagnostics, now)
+			r.evidence().Link(ctx, t.Status.Diagnostics, now)
 		}
 		if retry {
 			out.requeue = shortest(out.requeue, time.Second)
@@ -362,18 +361,18 @@ func (r *OperationReconciler) effect(ctx context.Context, st *step, t *plan.Tran
 			log.FromContext(ctx).Error(err, "Evicting pods failed; retrying")
 		}
 	case plan.EffectCreatePod:
-		pod := buildPod(op, st.in.Template, r.Namespace)
+		pod := operationpod.Build(op, st.in.Template, r.Namespace)
 		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, fmt.Errorf("create operation pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	case plan.EffectCreateCapturePod:
-		pod := buildCapturePod(op, st.in.CaptureTemplate, r.Namespace, r.captureStore(ctx, t))
+		pod := r.evidence().CapturePod(ctx, op, st.in.CaptureTemplate, t)
 		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, fmt.Errorf("create capture pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 		// What the API server knows, at the same moment as the node's
 		// capture.
-		r.mustGather(ctx, op, t, st.in.Now)
+		r.evidence().MustGather(ctx, op, t, st.in.Now)
 	case plan.EffectDeleteCapturePod:
 		pod := st.in.CapturePod
 		if err := r.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {

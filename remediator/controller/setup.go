@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -28,6 +27,7 @@ import (
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/devicetaint"
 	"github.com/kubemedic/kubemedic/remediator/drain"
+	"github.com/kubemedic/kubemedic/remediator/evidence"
 	"github.com/kubemedic/kubemedic/remediator/rung"
 	"github.com/kubemedic/kubemedic/remediator/stackhealth"
 )
@@ -56,13 +56,14 @@ type Options struct {
 	StackHealth *stackhealth.Options
 	// Diagnostics says where capture pods put their bundles; nil or no
 	// endpoint: bundles stay in the nodes' spools.
-	Diagnostics *DiagnosticsOptions
+	Diagnostics *evidence.Options
 }
 
 // OperationWorkers is how many NodeOperations are reconciled at once.
 const OperationWorkers = 4
 
-// Setup registers the indexes, metrics and both reconcilers with mgr.
+// Setup registers the indexes, metrics, both reconcilers and the
+// diagnostics keeper's Runnables with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -116,7 +117,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("set up the log reader: %w", err)
 	}
-	logs := ClientsetLogs{Clientset: cs}
+	logs := evidence.ClientsetLogs{Clientset: cs}
 	owners, err := setupOwnerNotifier(ctx, mgr, opts, m)
 	if err != nil {
 		return err
@@ -137,12 +138,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("set up the DeviceTaintRule check: %w", err)
 		}
 	}
+	keeper := &evidence.Keeper{Client: c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock,
+		Namespace: opts.Namespace, Options: opts.Diagnostics, Logs: logs, DRA: dra}
 	or := &OperationReconciler{
 		Machines: &rung.Provider{Client: c, Reader: mgr.GetAPIReader(), Namespace: opts.Namespace},
 		DRA:      dra,
 		Drainer:  evictor,
 		Client:   c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,
-		Namespace: opts.Namespace, Retention: opts.Retention, Diagnostics: opts.Diagnostics, Logs: logs,
+		Namespace: opts.Namespace, Retention: opts.Retention, Evidence: keeper,
 		ledger: &ledger{client: c, reader: mgr.GetAPIReader(), namespace: opts.Namespace},
 		owners: owners,
 	}
@@ -178,13 +181,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			return err
 		}
 	}
-	if d := opts.Diagnostics; d != nil && d.Store.Endpoint != "" {
-		if err := mgr.Add(manager.RunnableFunc(or.sweepLoop)); err != nil {
-			return fmt.Errorf("set up the diagnostics retention: %w", err)
-		}
-	}
-	if err := setupFlush(mgr, &FlushReconciler{Client: c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock,
-		Namespace: opts.Namespace, Diagnostics: opts.Diagnostics}); err != nil {
+	if err := keeper.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	log.FromContext(ctx).Info("Controllers set up", "namespace", opts.Namespace, "retention", opts.Retention)
@@ -311,28 +308,4 @@ func conditionsChanged(a, b []corev1.NodeCondition) bool {
 		}
 	}
 	return false
-}
-
-// setupFlush runs the FlushReconciler on nodes that ask for a flush, and
-// on their flush pods' changes.
-func setupFlush(mgr ctrl.Manager, fr *FlushReconciler) error {
-	asked := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		_, ok := o.GetAnnotations()[v1alpha1.AnnotationDiagnosticsFlush]
-		return ok
-	})
-	ofPod := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		p, ok := o.(*corev1.Pod)
-		if !ok || p.Namespace != fr.Namespace || p.Labels["app.kubernetes.io/name"] != flushPodLabel || p.Spec.NodeName == "" {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: p.Spec.NodeName}}}
-	})
-	if err := ctrl.NewControllerManagedBy(mgr).
-		Named("diagnosticsflush").
-		For(&corev1.Node{}, builder.WithPredicates(asked)).
-		Watches(&corev1.Pod{}, ofPod).
-		Complete(fr); err != nil {
-		return fmt.Errorf("set up the diagnostics flush controller: %w", err)
-	}
-	return nil
 }

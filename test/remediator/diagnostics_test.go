@@ -23,10 +23,10 @@ import (
 	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/remediator/controller"
 	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 	"github.com/kubemedic/kubemedic/remediator/diagnostics/capture"
 	diagstore "github.com/kubemedic/kubemedic/remediator/diagnostics/store"
+	"github.com/kubemedic/kubemedic/remediator/evidence"
 	"github.com/kubemedic/kubemedic/test/harness"
 	"github.com/kubemedic/kubemedic/test/testsupport"
 )
@@ -128,7 +128,7 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 	createPolicy(t, env, diagPolicy(nodes...))
 
 	rem := newRemediator(t, env)
-	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+	rem.opts.Diagnostics = &evidence.Options{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
 		Secret: diagSecret, LinkExpiry: time.Hour}
 	rem.start()
 	for _, n := range nodes {
@@ -284,7 +284,7 @@ func TestSpooledBundleReachesTheStoreLater(t *testing.T) {
 	node := gpuNodes(t, env, "spool", 1)[0]
 	createPolicy(t, env, diagPolicy(node))
 	rem := newRemediator(t, env)
-	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+	rem.opts.Diagnostics = &evidence.Options{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
 		Secret: diagSecret, LinkExpiry: time.Hour, SpooledRecheck: 500 * time.Millisecond}
 	rem.start()
 	require.NoError(t, s3.Stop())
@@ -355,7 +355,7 @@ func TestDiagnosticsRetention(t *testing.T) {
 		}
 	}
 	rem := newRemediator(t, env)
-	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+	rem.opts.Diagnostics = &evidence.Options{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
 		Secret: diagSecret, Retention: 30 * 24 * time.Hour, SweepEvery: 500 * time.Millisecond}
 	rem.start()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -378,7 +378,7 @@ func TestDiagnosticsFlush(t *testing.T) {
 	env := startCluster(t)
 	s3 := harness.S3(t)
 	ctx := context.Background()
-	require.NoError(t, env.Client.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: controller.DefaultFlushTemplate},
+	require.NoError(t, env.Client.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: evidence.DefaultFlushTemplate},
 		Spec: v1alpha1.NodeOperationTemplateSpec{Image: "ghcr.io/kubemedic/kubemedic-diag:test", Command: []string{"/ko-app/kubemedic-diag"},
 			Args: []string{"capture", "--root=/host"}, Privileged: true}}))
 	require.NoError(t, env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: opNamespace, Name: diagSecret},
@@ -392,7 +392,7 @@ func TestDiagnosticsFlush(t *testing.T) {
 	require.NoError(t, err)
 
 	rem := newRemediator(t, env)
-	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
+	rem.opts.Diagnostics = &evidence.Options{Store: diagstore.Config{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Insecure: true},
 		Secret: diagSecret, LinkExpiry: time.Hour}
 	rem.start()
 	n := getNode(t, env, node)
@@ -401,7 +401,7 @@ func TestDiagnosticsFlush(t *testing.T) {
 
 	var pod corev1.Pod
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: controller.FlushPodName(node)}, &pod))
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: evidence.FlushPodName(node)}, &pod))
 		require.Equal(c, corev1.PodRunning, pod.Status.Phase)
 	}, 30*time.Second, 200*time.Millisecond)
 	require.Equal(t, node, pod.Spec.NodeName)
@@ -427,7 +427,7 @@ func TestDiagnosticsFlush(t *testing.T) {
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		require.NotContains(c, getNode(t, env, node).Annotations, v1alpha1.AnnotationDiagnosticsFlush, "the request is done")
-		require.False(c, podExists(c, env, opNamespace, controller.FlushPodName(node)), "the flush pod is deleted")
+		require.False(c, podExists(c, env, opNamespace, evidence.FlushPodName(node)), "the flush pod is deleted")
 		require.Contains(c, eventReasons(c, env, "Node", node), v1alpha1.EventDiagnosticsFlushed)
 	}, 30*time.Second, 200*time.Millisecond)
 	_, err = os.Stat(s3.ObjectPath(sp.Key))
@@ -446,7 +446,7 @@ func TestCaptureWithoutTheStoreSecret(t *testing.T) {
 	node := gpuNodes(t, env, "nosecret", 1)[0]
 	createPolicy(t, env, diagPolicy(node))
 	rem := newRemediator(t, env)
-	rem.opts.Diagnostics = &controller.DiagnosticsOptions{Store: diagstore.Config{Endpoint: "127.0.0.1:1", Bucket: "b", Insecure: true},
+	rem.opts.Diagnostics = &evidence.Options{Store: diagstore.Config{Endpoint: "127.0.0.1:1", Bucket: "b", Insecure: true},
 		Secret: "no-such-secret", LinkExpiry: time.Hour}
 	rem.start()
 	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason,

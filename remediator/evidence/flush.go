@@ -1,4 +1,4 @@
-package controller
+package evidence
 
 import (
 	"context"
@@ -9,12 +9,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubemedic/kubemedic/policies"
@@ -37,16 +42,20 @@ const DefaultFlushTemplate = "collect-gpu-diagnostics"
 // flush pod from the capture template, says on the Node how it went, and
 // removes the annotation. It touches nothing else on the node.
 type FlushReconciler struct {
-	Client      client.Client
-	Reader      client.Reader
-	Recorder    events.EventRecorder
-	Clock       clock.PassiveClock
-	Namespace   string
-	Diagnostics *DiagnosticsOptions
+	Client    client.Client
+	Reader    client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	Namespace string
+	// Options are the store's settings the flush pod gets; nil: none, and
+	// the flush pod fails saying so.
+	Options *Options
 	// Template names the NodeOperationTemplate flush pods are made from;
 	// default DefaultFlushTemplate.
 	Template string
 }
+
+var _ reconcile.Reconciler = &FlushReconciler{}
 
 // Reconcile runs the node's flush, one step per pass.
 func (r *FlushReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -136,7 +145,7 @@ func (r *FlushReconciler) start(ctx context.Context, n *corev1.Node) (reconcile.
 	}
 	name := FlushPodName(n.Name)
 	op := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.NodeOperationSpec{NodeName: n.Name}}
-	pod := buildCapturePod(op, &tpl, r.Namespace, r.Diagnostics)
+	pod := buildCapturePod(op, &tpl, r.Namespace, r.Options)
 	pod.Name = name
 	pod.OwnerReferences = nil
 	pod.Labels["app.kubernetes.io/name"] = flushPodLabel
@@ -158,4 +167,28 @@ func terminationMessage(p *corev1.Pod) string {
 		}
 	}
 	return "(no message)"
+}
+
+// setupFlush runs the FlushReconciler on nodes that ask for a flush, and
+// on their flush pods' changes.
+func setupFlush(mgr ctrl.Manager, fr *FlushReconciler) error {
+	asked := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		_, ok := o.GetAnnotations()[v1alpha1.AnnotationDiagnosticsFlush]
+		return ok
+	})
+	ofPod := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		p, ok := o.(*corev1.Pod)
+		if !ok || p.Namespace != fr.Namespace || p.Labels["app.kubernetes.io/name"] != flushPodLabel || p.Spec.NodeName == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: p.Spec.NodeName}}}
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("diagnosticsflush").
+		For(&corev1.Node{}, builder.WithPredicates(asked)).
+		Watches(&corev1.Pod{}, ofPod).
+		Complete(fr); err != nil {
+		return fmt.Errorf("set up the diagnostics flush controller: %w", err)
+	}
+	return nil
 }
