@@ -16,7 +16,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/detectors/plugin"
-	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 )
 
 type fakeBackend struct {
@@ -202,7 +202,7 @@ func TestCommandsEndToEnd(t *testing.T) {
 // then with the remapped-rows failure flag set to Yes, then with -q -d ECC
 // saying a repair is pending or the memory unrepairable, then with
 // -q -d ECC failing. The reset-gpu template's GPU_BUS_ID regex takes the
-// bus ID from the line, and gpuhistory.GPUFromMessage the bus ID and the
+// bus ID from the line, and gpuwire.GPUFromMessage the bus ID and the
 // UUID nvidia-smi printed. Each run makes exactly the three invocations.
 func TestCapturedH100(t *testing.T) {
 	dir, err := filepath.Abs(filepath.Join("..", "testdata", "gpu"))
@@ -252,7 +252,7 @@ func TestCapturedH100(t *testing.T) {
 				return
 			}
 			require.Equal(t, []string{bus, bus}, busRe.FindStringSubmatch(line))
-			gotBus, gotUUID := gpuhistory.GPUFromMessage(line)
+			gotBus, gotUUID := gpuwire.GPUFromMessage(line)
 			require.Equal(t, bus, gotBus)
 			require.Equal(t, uuid, gotUUID)
 		})

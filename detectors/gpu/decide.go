@@ -6,7 +6,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/detectors/plugin"
 	"github.com/kubemedic/kubemedic/detectors/reason"
-	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 )
 
 // LostInput is what DecideLost needs.
@@ -197,7 +197,7 @@ func DecideMemory(backend string, devs []Device, th Thresholds) plugin.Result {
 // or "" when none has. Not a fault (the GPU works), but the next
 // uncorrectable error in such a bank is a remap failure: it is kept on
 // the node, in the condition's message, where `kubemedic status
-// --hardware` shows it on the GPU's line (gpuhistory.ParseSpareRows).
+// --hardware` shows it on the GPU's line (gpuwire.ParseSpareRows).
 func spareRows(sorted []Device) string {
 	var first *Device
 	others := 0
@@ -213,7 +213,7 @@ func spareRows(sorted []Device) string {
 	if first == nil {
 		return ""
 	}
-	return "; " + gpuhistory.FormatSpareRows(first.BanksWithoutSpareRows.Value, first.nameAndUUID(), others)
+	return "; " + gpuwire.FormatSpareRows(first.BanksWithoutSpareRows.Value, first.nameAndUUID(), others)
 }
 
 // firstByName is the device with the least name (bus ID); devs is not

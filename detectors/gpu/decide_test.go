@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubemedic/kubemedic/detectors/plugin"
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 	"github.com/kubemedic/kubemedic/test/testsupport"
 )
 
@@ -41,11 +41,11 @@ func healthy(n int, edit ...func([]Device)) []Device {
 }
 
 // requireNamesOneGPU: the bus ID the reset-gpu template takes from line
-// and the UUID gpuhistory.GPUFromMessage takes are the same device's (the
+// and the UUID gpuwire.GPUFromMessage takes are the same device's (the
 // UUID absent when the device has none).
 func requireNamesOneGPU(t *testing.T, busRe *regexp.Regexp, line string, devs []Device) {
 	t.Helper()
-	bus, uuid := gpuhistory.GPUFromMessage(line)
+	bus, uuid := gpuwire.GPUFromMessage(line)
 	if m := busRe.FindStringSubmatch(line); m != nil {
 		require.Equal(t, m[1], bus, line)
 	}
@@ -232,7 +232,7 @@ func TestMessagesFit(t *testing.T) {
 		require.Equal(t, r.Reason+": "+r.Message, line, "cut")
 		require.LessOrEqual(t, len(line), plugin.MaxLine)
 		require.Equal(t, first.BusID, busRe.FindStringSubmatch(line)[1], line)
-		bus, uuid := gpuhistory.GPUFromMessage(line)
+		bus, uuid := gpuwire.GPUFromMessage(line)
 		require.Equal(t, first.BusID, bus, line)
 		require.Equal(t, first.UUID, uuid, line)
 	}

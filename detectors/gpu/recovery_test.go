@@ -7,8 +7,8 @@ import (
 
 	"github.com/kubemedic/kubemedic/detectors/gpuaction"
 	"github.com/kubemedic/kubemedic/detectors/plugin"
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
 
 func TestDecideRecovery(t *testing.T) {
@@ -85,7 +85,7 @@ func TestDecideRecovery(t *testing.T) {
 				require.Equal(t, got.Reason+": "+got.Message, line, "cut")
 				m := busRe.FindStringSubmatch(line)
 				require.NotNil(t, m, line)
-				bus, uuid := gpuhistory.GPUFromMessage(line)
+				bus, uuid := gpuwire.GPUFromMessage(line)
 				require.Equal(t, m[1], bus)
 				require.NotEmpty(t, uuid)
 			}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/devicetaint"
 	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
@@ -86,15 +87,15 @@ var xidRe = regexp.MustCompile(`\bXid:? ?\(?(\d{1,5})\b`)
 // condition's transition, so that every step of one episode records one
 // fault), the operation when it finishes (dry runs changed nothing and are
 // not recorded). ok is false when there is nothing to record.
-func historyEntry(before v1alpha1.NodeOperationPhase, op *v1alpha1.NodeOperation, st v1alpha1.NodeOperationStatus) (gpuhistory.Entry, bool) {
-	var e gpuhistory.Entry
+func historyEntry(before v1alpha1.NodeOperationPhase, op *v1alpha1.NodeOperation, st v1alpha1.NodeOperationStatus) (gpuwire.Entry, bool) {
+	var e gpuwire.Entry
 	if st.GPU != nil {
 		e.UUID, e.Bus = st.GPU.UUID, st.GPU.BusID
 	}
 	switch {
 	case (before == "" || before == v1alpha1.PhasePending) && st.Phase == v1alpha1.PhaseWaitingForBudget && op.Spec.Trigger != nil:
 		tr := op.Spec.Trigger
-		f := &gpuhistory.Fault{Condition: tr.Type, Reason: tr.Reason}
+		f := &gpuwire.Fault{Condition: tr.Type, Reason: tr.Reason}
 		if m := xidRe.FindStringSubmatch(tr.Message); m != nil {
 			f.Xid, _ = strconv.Atoi(m[1])
 		}
@@ -109,7 +110,7 @@ func historyEntry(before v1alpha1.NodeOperationPhase, op *v1alpha1.NodeOperation
 			step = s
 		}
 		e.Time = st.CompletionTime.Time
-		e.Operation = &gpuhistory.Operation{Name: op.Name, Policy: op.Spec.Policy, Step: step, Operation: op.Spec.Operation, Outcome: gpuhistory.Outcome(st.Phase)}
+		e.Operation = &gpuwire.Operation{Name: op.Name, Policy: op.Spec.Policy, Step: step, Operation: op.Spec.Operation, Outcome: gpuwire.Outcome(st.Phase)}
 		return e, true
 	}
 	return e, false
@@ -133,9 +134,9 @@ func (r *OperationReconciler) recordHistory(ctx context.Context, before v1alpha1
 			}
 			return fmt.Errorf("get node %s for its GPU history: %w", op.Spec.NodeName, err)
 		}
-		h, err := gpuhistory.Parse(n.Annotations[gpuhistory.Annotation])
+		h, err := gpuwire.Parse(n.Annotations[gpuwire.Annotation])
 		if err != nil {
-			log.FromContext(ctx).Error(err, "Not recording the GPU history: the node's annotation does not parse; fix or remove it", "annotation", gpuhistory.Annotation, "entry", e)
+			log.FromContext(ctx).Error(err, "Not recording the GPU history: the node's annotation does not parse; fix or remove it", "annotation", gpuwire.Annotation, "entry", e)
 			return nil
 		}
 		if gpuhistory.Has(h, e) {
@@ -147,7 +148,7 @@ func (r *OperationReconciler) recordHistory(ctx context.Context, before v1alpha1
 		}
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 			"resourceVersion": n.ResourceVersion,
-			"annotations":     map[string]string{gpuhistory.Annotation: enc},
+			"annotations":     map[string]string{gpuwire.Annotation: enc},
 		}})
 		if err := r.Client.Patch(ctx, n, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return fmt.Errorf("record the GPU history of node %s: %w", n.Name, err)

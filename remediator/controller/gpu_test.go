@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
@@ -33,19 +34,19 @@ func TestHistoryEntry(t *testing.T) {
 		before v1alpha1.NodeOperationPhase
 		op     *v1alpha1.NodeOperation
 		after  v1alpha1.NodeOperationStatus
-		want   *gpuhistory.Entry
+		want   *gpuwire.Entry
 	}{
 		{desc: "leaving Pending records the fault at the condition's time, with its Xid",
 			before: v1alpha1.PhasePending, op: op(trig), after: v1alpha1.NodeOperationStatus{Phase: v1alpha1.PhaseWaitingForBudget, GPU: gpu},
-			want: &gpuhistory.Entry{Time: t0, UUID: gpu.UUID, Bus: gpu.BusID, Fault: &gpuhistory.Fault{Condition: v1alpha1.ConditionGPUXidError, Reason: v1alpha1.ReasonXidResetRequired, Xid: 48}}},
+			want: &gpuwire.Entry{Time: t0, UUID: gpu.UUID, Bus: gpu.BusID, Fault: &gpuwire.Fault{Condition: v1alpha1.ConditionGPUXidError, Reason: v1alpha1.ReasonXidResetRequired, Xid: 48}}},
 		{desc: "a memory fault records its ECC kind",
 			before: "", op: op(mem), after: v1alpha1.NodeOperationStatus{Phase: v1alpha1.PhaseWaitingForBudget, GPU: gpu},
-			want: &gpuhistory.Entry{Time: t0, UUID: gpu.UUID, Bus: gpu.BusID, Fault: &gpuhistory.Fault{Condition: v1alpha1.ConditionGPUMemoryUnhealthy, Reason: v1alpha1.ReasonRowRemapFailed, ECC: v1alpha1.ReasonRowRemapFailed}}},
+			want: &gpuwire.Entry{Time: t0, UUID: gpu.UUID, Bus: gpu.BusID, Fault: &gpuwire.Fault{Condition: v1alpha1.ConditionGPUMemoryUnhealthy, Reason: v1alpha1.ReasonRowRemapFailed, ECC: v1alpha1.ReasonRowRemapFailed}}},
 		{desc: "a manual operation without a trigger records no fault",
 			before: v1alpha1.PhasePending, op: op(nil), after: v1alpha1.NodeOperationStatus{Phase: v1alpha1.PhaseWaitingForBudget}},
 		{desc: "finishing records the operation and its outcome",
 			before: v1alpha1.PhaseVerifying, op: op(trig), after: v1alpha1.NodeOperationStatus{Phase: v1alpha1.PhaseFailed, GPU: gpu, CompletionTime: &done},
-			want: &gpuhistory.Entry{Time: done.Time, UUID: gpu.UUID, Bus: gpu.BusID, Operation: &gpuhistory.Operation{Name: "xid.n1-1", Policy: "gpu-xid", Step: 1, Operation: "reboot", Outcome: gpuhistory.Failed}}},
+			want: &gpuwire.Entry{Time: done.Time, UUID: gpu.UUID, Bus: gpu.BusID, Operation: &gpuwire.Operation{Name: "xid.n1-1", Policy: "gpu-xid", Step: 1, Operation: "reboot", Outcome: gpuwire.Failed}}},
 		{desc: "a dry run changed nothing and is not recorded",
 			before: v1alpha1.PhaseWaitingForBudget, op: op(trig, func(o *v1alpha1.NodeOperation) { o.Spec.DryRun = true }),
 			after: v1alpha1.NodeOperationStatus{Phase: v1alpha1.PhaseSkipped, CompletionTime: &done}},
@@ -63,12 +64,12 @@ func TestHistoryEntry(t *testing.T) {
 			require.True(t, ok)
 			require.Equal(t, *tc.want, e)
 			// Recorded once: a retried pass finds it and adds nothing.
-			h := gpuhistory.Add(gpuhistory.History{}, e, t0)
+			h := gpuhistory.Add(gpuwire.History{}, e, t0)
 			require.True(t, gpuhistory.Has(h, e))
 			other := e
 			other.Time = e.Time.Add(time.Minute)
 			if other.Operation != nil {
-				other.Operation = &gpuhistory.Operation{Name: "another", Operation: "reboot", Outcome: gpuhistory.Failed}
+				other.Operation = &gpuwire.Operation{Name: "another", Operation: "reboot", Outcome: gpuwire.Failed}
 			}
 			require.False(t, gpuhistory.Has(h, other), "a different entry is not taken for this one")
 		})

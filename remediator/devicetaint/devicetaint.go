@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 )
 
 const (
@@ -156,13 +156,13 @@ func findWhere(slices []resourcev1.ResourceSlice, node string, match func(*resou
 var BusAttributes = []string{"pcieBusID", "pciBusID"}
 
 // FindByBus returns the device on node whose PCI bus ID attribute (see
-// BusAttributes; compared after gpuhistory.NormalizeBus, so
+// BusAttributes; compared after gpuwire.NormalizeBus, so
 // "00000000:3B:00.0" is "0000:3b:00.0") is bus, with the GPU UUID its uuid
 // attribute carries: the xid check names a GPU by bus ID only, and a rule
 // is named and checked by UUID. No match, more than one, or a match
 // without a uuid attribute is an error.
 func FindByBus(slices []resourcev1.ResourceSlice, node, bus string) (Device, error) {
-	want := gpuhistory.NormalizeBus(bus)
+	want := gpuwire.NormalizeBus(bus)
 	if want == "" {
 		return Device{}, fmt.Errorf("find GPU on node %s: %q is not a PCI bus ID", node, bus)
 	}
@@ -181,7 +181,7 @@ func FindByBus(slices []resourcev1.ResourceSlice, node, bus string) (Device, err
 
 // deviceBus returns dev's PCI bus ID, normalized, or "" when it has none.
 func deviceBus(dev *resourcev1.Device) string {
-	return stringAttribute(dev, BusAttributes, func(v string) string { return gpuhistory.NormalizeBus(strings.TrimSpace(v)) })
+	return stringAttribute(dev, BusAttributes, func(v string) string { return gpuwire.NormalizeBus(strings.TrimSpace(v)) })
 }
 
 // stringAttribute returns the first non-empty normalized value of dev's

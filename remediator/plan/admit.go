@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
@@ -217,16 +218,16 @@ func gpuAttemptCap(p *Policy, op *v1alpha1.NodeOperation, node *corev1.Node, now
 	if c.Window != nil {
 		window = c.Window.Duration
 	}
-	key := gpuhistory.GPUKey{UUID: g.UUID, Bus: g.BusID}
-	h, err := gpuhistory.Parse(node.Annotations[gpuhistory.Annotation])
+	key := gpuwire.GPUKey{UUID: g.UUID, Bus: g.BusID}
+	h, err := gpuwire.Parse(node.Annotations[gpuwire.Annotation])
 	if err != nil {
 		return Admission{Verdict: Skip, Reason: v1alpha1.ReasonGPUAttemptCapReached, ExcludeGPU: true,
-			Message: fmt.Sprintf("policy %s: cannot read node %s's GPU history (annotation %s) to count GPU %s's faults: %v", p.Name(), node.Name, gpuhistory.Annotation, key, err)}, true
+			Message: fmt.Sprintf("policy %s: cannot read node %s's GPU history (annotation %s) to count GPU %s's faults: %v", p.Name(), node.Name, gpuwire.Annotation, key, err)}, true
 	}
 	if tr := op.Spec.Trigger; tr != nil {
 		// This operation's own fault counts, whether or not the history
 		// write that records it is in the node object read.
-		own := gpuhistory.Entry{Time: tr.LastTransitionTime.Time, UUID: g.UUID, Bus: g.BusID, Fault: &gpuhistory.Fault{Condition: tr.Type}}
+		own := gpuwire.Entry{Time: tr.LastTransitionTime.Time, UUID: g.UUID, Bus: g.BusID, Fault: &gpuwire.Fault{Condition: tr.Type}}
 		if !gpuhistory.Has(h, own) {
 			h = gpuhistory.Add(h, own, now)
 		}

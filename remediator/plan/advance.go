@@ -9,11 +9,11 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 	"github.com/kubemedic/kubemedic/remediator/drain"
-	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
 
 // Timings of the operation lifecycle that no policy sets.
@@ -321,7 +321,7 @@ func (t *transition) pending() {
 		t.Status.Parameters = params
 	}
 	if tr := op.Spec.Trigger; tr != nil && t.Status.GPU == nil {
-		if bus, uuid := gpuhistory.GPUFromMessage(tr.Message); bus != "" || uuid != "" {
+		if bus, uuid := gpuwire.GPUFromMessage(tr.Message); bus != "" || uuid != "" {
 			t.Status.GPU = &v1alpha1.GPUTarget{UUID: uuid, BusID: bus}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
@@ -267,20 +268,20 @@ func TestGPUAttemptCap(t *testing.T) {
 	uuid := "GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
 	faults := func(n int, bus string, age time.Duration) nodeOpt {
 		return func(nd *corev1.Node) {
-			h, _ := gpuhistory.Parse(nd.Annotations[gpuhistory.Annotation])
+			h, _ := gpuwire.Parse(nd.Annotations[gpuwire.Annotation])
 			for i := range n {
-				h = gpuhistory.Add(h, gpuhistory.Entry{Time: ago(age + time.Duration(i)*time.Minute), UUID: uuid, Bus: bus,
-					Fault: &gpuhistory.Fault{Condition: v1alpha1.ConditionGPUXidError, Reason: v1alpha1.ReasonXidResetRequired, Xid: 48}}, now)
+				h = gpuhistory.Add(h, gpuwire.Entry{Time: ago(age + time.Duration(i)*time.Minute), UUID: uuid, Bus: bus,
+					Fault: &gpuwire.Fault{Condition: v1alpha1.ConditionGPUXidError, Reason: v1alpha1.ReasonXidResetRequired, Xid: 48}}, now)
 			}
 			enc, err := h.Encode()
 			require.NoError(t, err)
 			if nd.Annotations == nil {
 				nd.Annotations = map[string]string{}
 			}
-			nd.Annotations[gpuhistory.Annotation] = enc
+			nd.Annotations[gpuwire.Annotation] = enc
 		}
 	}
-	corrupt := func(nd *corev1.Node) { nd.Annotations = map[string]string{gpuhistory.Annotation: "{"} }
+	corrupt := func(nd *corev1.Node) { nd.Annotations = map[string]string{gpuwire.Annotation: "{"} }
 	capGPU := func(max int32) policyOpt {
 		return func(p *v1alpha1.RemediationPolicy) {
 			p.Spec.Safety.AttemptCap = &v1alpha1.AttemptCap{MaxAttempts: 100, Window: dur(24 * time.Hour), MaxFailuresPerGPU: &max}
@@ -313,13 +314,13 @@ func TestGPUAttemptCap(t *testing.T) {
 			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0"), trigger(gpuXidMessage, ago(time.Hour))), verdict: Skip,
 			message: "had 3 faults"},
 		{desc: "one incident raising three conditions within seconds counts once", node: node("n1", func(nd *corev1.Node) {
-			h := gpuhistory.History{}
+			h := gpuwire.History{}
 			for i, c := range []string{v1alpha1.ConditionGPUXidError, v1alpha1.ConditionGPULost, v1alpha1.ConditionGPURecoveryRequired} {
-				h = gpuhistory.Add(h, gpuhistory.Entry{Time: ago(time.Hour - time.Duration(i)*5*time.Second), UUID: uuid, Fault: &gpuhistory.Fault{Condition: c}}, now)
+				h = gpuhistory.Add(h, gpuwire.Entry{Time: ago(time.Hour - time.Duration(i)*5*time.Second), UUID: uuid, Fault: &gpuwire.Fault{Condition: c}}, now)
 			}
 			enc, err := h.Encode()
 			require.NoError(t, err)
-			nd.Annotations = map[string]string{gpuhistory.Annotation: enc}
+			nd.Annotations = map[string]string{gpuwire.Annotation: enc}
 		}), op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Start},
 		{desc: "an unreadable history is no evidence the GPU is fine", node: node("n1", corrupt),
 			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "")), verdict: Skip, message: "cannot read node n1's GPU history"},

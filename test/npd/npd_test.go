@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/detectors/plugin"
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 	"github.com/kubemedic/kubemedic/test/harness"
 	"github.com/kubemedic/kubemedic/test/testsupport"
 )
@@ -154,7 +154,7 @@ func TestNPDEndToEnd(t *testing.T) {
 	c = localcluster.FindNodeCondition(&n, corev1.NodeConditionType(v1alpha1.ConditionGPUMemoryUnhealthy))
 	require.NotNil(t, c)
 	require.Equal(t, "RowRemapFailed: row remap failed on 0000:00:06.0 ("+gpuUUID+"); replace GPU", c.Message)
-	bus, uuid := gpuhistory.GPUFromMessage(c.Message)
+	bus, uuid := gpuwire.GPUFromMessage(c.Message)
 	require.Equal(t, "0000:00:06.0", bus)
 	require.Equal(t, gpuUUID, uuid)
 

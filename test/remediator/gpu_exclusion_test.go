@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/devicetaint"
@@ -56,8 +57,8 @@ func ruleExists(t require.TestingT, env *localcluster.Cluster, node, uuid string
 	return err == nil
 }
 
-func history(t require.TestingT, env *localcluster.Cluster, node string) gpuhistory.History {
-	h, err := gpuhistory.Parse(getNode(t, env, node).Annotations[gpuhistory.Annotation])
+func history(t require.TestingT, env *localcluster.Cluster, node string) gpuwire.History {
+	h, err := gpuwire.Parse(getNode(t, env, node).Annotations[gpuwire.Annotation])
 	require.NoError(t, err)
 	return h
 }
@@ -144,13 +145,13 @@ func TestGPUExclusionWithDRA(t *testing.T) {
 	waitGPURepaired(t, env, node, bad, reset.Name)
 	require.False(t, getNode(t, env, node).Spec.Unschedulable)
 	h := history(t, env, node)
-	key := gpuhistory.GPUKey{UUID: bad}
+	key := gpuwire.GPUKey{UUID: bad}
 	require.Equal(t, 1, gpuhistory.FaultsInWindow(h, key, time.Hour, time.Now()), "the fault is recorded once: %+v", h)
 	sum := gpuhistory.Summary(h)
 	require.Len(t, sum, 1)
 	require.Equal(t, bad, sum[0].GPU.UUID)
 	require.NotNil(t, sum[0].LastOperation)
-	require.Equal(t, gpuhistory.Succeeded, sum[0].LastOperation.Operation.Outcome)
+	require.Equal(t, gpuwire.Succeeded, sum[0].LastOperation.Operation.Outcome)
 	require.Equal(t, reset.Name, sum[0].LastOperation.Operation.Name)
 
 	// The same GPU fails again: its second fault reaches the cap of 2, so

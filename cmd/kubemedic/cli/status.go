@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
 
 // statusOptions are the flags of `kubemedic status`.
@@ -140,7 +140,7 @@ nodes and open breakers do not change it.`,
 	cmd.Flags().StringVarP(&opts.Output, "output", "o", "", "json or yaml instead of the screen")
 	cmd.Flags().BoolVarP(&opts.Watch, "watch", "w", false, "show the status again every --interval until interrupted")
 	cmd.Flags().DurationVar(&opts.Interval, "interval", 2*time.Second, "how often --watch reads the cluster")
-	cmd.Flags().BoolVar(&opts.Hardware, "hardware", false, "show the RMA list instead: each GPU's fault and operation history from the nodes' "+gpuhistory.Annotation+" annotation, worst first")
+	cmd.Flags().BoolVar(&opts.Hardware, "hardware", false, "show the RMA list instead: each GPU's fault and operation history from the nodes' "+gpuwire.Annotation+" annotation, worst first")
 	cmd.Flags().DurationVar(&opts.Window, "window", 24*time.Hour, "with --hardware, the window of the failure count that ranks the GPUs")
 	cmd.Flags().StringVar(&nowFlag, "now", "", "describe the cluster as at this RFC 3339 time (ages, windows) instead of the current time")
 	return cmd

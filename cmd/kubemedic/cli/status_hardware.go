@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 	"github.com/kubemedic/kubemedic/remediator/plan"
@@ -66,7 +67,7 @@ type GPUHardware struct {
 	// Quarantined: the node has the kubemedic.io/quarantined taint.
 	Quarantined bool `json:"quarantined"`
 	// Faults counts the fault entries kept in the history (at most
-	// gpuhistory.MaxEntries entries are kept per node, the oldest dropped).
+	// gpuwire.MaxEntries entries are kept per node, the oldest dropped).
 	Faults int `json:"faults"`
 	// FailuresInWindow counts the faults and the Failed operations in the
 	// window, as the per-GPU attempt cap counts them
@@ -124,8 +125,8 @@ type HardwareOperation struct {
 	// Step is the index of its step in the policy's ladder.
 	Step int `json:"step,omitempty"`
 	// Operation is the operation run, e.g. reset-gpu.
-	Operation string             `json:"operation"`
-	Outcome   gpuhistory.Outcome `json:"outcome"`
+	Operation string          `json:"operation"`
+	Outcome   gpuwire.Outcome `json:"outcome"`
 }
 
 // buildHardware lists the GPU histories of the nodes at now, worst first
@@ -141,7 +142,7 @@ func buildHardware(in statusInput, window time.Duration, now time.Time) Hardware
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for i := range nodes {
 		n := &nodes[i]
-		raw, ok := n.Annotations[gpuhistory.Annotation]
+		raw, ok := n.Annotations[gpuwire.Annotation]
 		spare, hasSpare := spareRowsOf(n)
 		if !ok && !hasSpare {
 			continue
@@ -151,7 +152,7 @@ func buildHardware(in statusInput, window time.Duration, now time.Time) Hardware
 			hw.GPUs = append(hw.GPUs, spareRowsOnly(n.Name, quarantined, spare))
 			continue
 		}
-		h, err := gpuhistory.Parse(raw)
+		h, err := gpuwire.Parse(raw)
 		if err != nil {
 			// Lost evidence must be loud: the node is listed and the exit
 			// status is 1.
@@ -248,16 +249,16 @@ func evidence(bs []HardwareBundle) string {
 
 // spareRowsOf reads the gpu-memory check's note of banks without spare
 // rows from the node's GPUMemoryUnhealthy condition, whatever its status.
-func spareRowsOf(n *corev1.Node) (gpuhistory.SpareRows, bool) {
+func spareRowsOf(n *corev1.Node) (gpuwire.SpareRows, bool) {
 	for _, c := range n.Status.Conditions {
 		if string(c.Type) == v1alpha1.ConditionGPUMemoryUnhealthy {
-			return gpuhistory.ParseSpareRows(c.Message)
+			return gpuwire.ParseSpareRows(c.Message)
 		}
 	}
-	return gpuhistory.SpareRows{}, false
+	return gpuwire.SpareRows{}, false
 }
 
-func spareRowsNote(s gpuhistory.SpareRows) string {
+func spareRowsNote(s gpuwire.SpareRows) string {
 	note := fmt.Sprintf("%d banks without spare rows: the next uncorrectable error there is a remap failure", s.Banks)
 	if s.More > 0 {
 		note += fmt.Sprintf(" (%d more GPUs of the node have such banks; kubectl describe node)", s.More)
@@ -267,7 +268,7 @@ func spareRowsNote(s gpuhistory.SpareRows) string {
 
 // spareRowsOnly is the line of a GPU the history does not name, shown for
 // its banks without spare rows.
-func spareRowsOnly(node string, quarantined bool, s gpuhistory.SpareRows) GPUHardware {
+func spareRowsOnly(node string, quarantined bool, s gpuwire.SpareRows) GPUHardware {
 	return GPUHardware{Node: node, GPU: cmp.Or(s.UUID, s.Bus), UUID: s.UUID, Bus: s.Bus, Quarantined: quarantined, Notes: spareRowsNote(s)}
 }
 
@@ -282,13 +283,13 @@ func unreadable(g GPUHardware) int {
 // window before now as gpuhistory.FailuresInWindow counts a GPU's: faults
 // and Failed operations less than window old. FailuresInWindow itself
 // matches no entry for the node-wide key.
-func nodeWideFailures(h gpuhistory.History, window time.Duration, now time.Time) int {
+func nodeWideFailures(h gpuwire.History, window time.Duration, now time.Time) int {
 	n := 0
 	for _, e := range h.Entries {
 		if e.Bus != "" || e.UUID != "" || now.Sub(e.Time) >= window {
 			continue
 		}
-		if e.Fault != nil || (e.Operation != nil && e.Operation.Outcome == gpuhistory.Failed) {
+		if e.Fault != nil || (e.Operation != nil && e.Operation.Outcome == gpuwire.Failed) {
 			n++
 		}
 	}
@@ -345,7 +346,7 @@ func printHardware(w io.Writer, hw Hardware) {
 		}
 	}
 	if len(hw.GPUs) == 0 {
-		fmt.Fprintf(w, "No node has a GPU history (the %s annotation, which the remediator writes).\n", gpuhistory.Annotation)
+		fmt.Fprintf(w, "No node has a GPU history (the %s annotation, which the remediator writes).\n", gpuwire.Annotation)
 		return
 	}
 	nodes := map[string]bool{}

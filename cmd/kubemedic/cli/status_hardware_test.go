@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
@@ -43,28 +44,28 @@ const (
 )
 
 // xidFault is an Xid fault d before statusNow.
-func xidFault(d time.Duration, bus, uuid string, xid int) gpuhistory.Entry {
-	return gpuhistory.Entry{Time: statusNow.Add(-d), Bus: bus, UUID: uuid,
-		Fault: &gpuhistory.Fault{Condition: v1alpha1.ConditionGPUXidError, Reason: v1alpha1.ReasonXidResetRequired, Xid: xid}}
+func xidFault(d time.Duration, bus, uuid string, xid int) gpuwire.Entry {
+	return gpuwire.Entry{Time: statusNow.Add(-d), Bus: bus, UUID: uuid,
+		Fault: &gpuwire.Fault{Condition: v1alpha1.ConditionGPUXidError, Reason: v1alpha1.ReasonXidResetRequired, Xid: xid}}
 }
 
 // eccFault is an ECC fault d before statusNow.
-func eccFault(d time.Duration, bus, uuid, ecc string) gpuhistory.Entry {
-	return gpuhistory.Entry{Time: statusNow.Add(-d), Bus: bus, UUID: uuid,
-		Fault: &gpuhistory.Fault{Condition: v1alpha1.ConditionGPUMemoryUnhealthy, Reason: v1alpha1.ReasonRowRemapPending, ECC: ecc}}
+func eccFault(d time.Duration, bus, uuid, ecc string) gpuwire.Entry {
+	return gpuwire.Entry{Time: statusNow.Add(-d), Bus: bus, UUID: uuid,
+		Fault: &gpuwire.Fault{Condition: v1alpha1.ConditionGPUMemoryUnhealthy, Reason: v1alpha1.ReasonRowRemapPending, ECC: ecc}}
 }
 
 // opDone is a NodeOperation of policy xid that ended d before statusNow.
-func opDone(d time.Duration, bus, uuid, name, operation string, out gpuhistory.Outcome) gpuhistory.Entry {
-	return gpuhistory.Entry{Time: statusNow.Add(-d), Bus: bus, UUID: uuid,
-		Operation: &gpuhistory.Operation{Name: name, Policy: "xid", Step: 1, Operation: operation, Outcome: out}}
+func opDone(d time.Duration, bus, uuid, name, operation string, out gpuwire.Outcome) gpuwire.Entry {
+	return gpuwire.Entry{Time: statusNow.Add(-d), Bus: bus, UUID: uuid,
+		Operation: &gpuwire.Operation{Name: name, Policy: "xid", Step: 1, Operation: operation, Outcome: out}}
 }
 
 // history is the annotation the remediator would write after recording
 // entries with gpuhistory.Add.
-func history(t *testing.T, entries ...gpuhistory.Entry) string {
+func history(t *testing.T, entries ...gpuwire.Entry) string {
 	t.Helper()
-	var h gpuhistory.History
+	var h gpuwire.History
 	for i, e := range entries {
 		n := len(h.Entries)
 		h = gpuhistory.Add(h, e, statusNow)
@@ -76,7 +77,7 @@ func history(t *testing.T, entries ...gpuhistory.Entry) string {
 }
 
 func withHistory(n corev1.Node, annotation string) corev1.Node {
-	n.Annotations = map[string]string{gpuhistory.Annotation: annotation, "other": "x"}
+	n.Annotations = map[string]string{gpuwire.Annotation: annotation, "other": "x"}
 	return n
 }
 
@@ -86,7 +87,7 @@ func hwXid(d time.Duration, xid int) *HardwareFault {
 	return &HardwareFault{Time: hwTime(d), Condition: v1alpha1.ConditionGPUXidError, Reason: v1alpha1.ReasonXidResetRequired, Xid: xid}
 }
 
-func hwOp(d time.Duration, name, operation string, out gpuhistory.Outcome) *HardwareOperation {
+func hwOp(d time.Duration, name, operation string, out gpuwire.Outcome) *HardwareOperation {
 	return &HardwareOperation{Time: hwTime(d), Name: name, Policy: "xid", Step: 1, Operation: operation, Outcome: out}
 }
 
@@ -119,12 +120,12 @@ func hardwareFleet(t *testing.T) statusInput {
 			xidFault(time.Hour, busAf, gpuC, 48))),
 		withHistory(quarantined(node("gpu-a"), nil), history(t,
 			eccFault(40*time.Hour, bus86, gpuB, "VolatileDBE"),
-			opDone(39*time.Hour, bus86, gpuB, "xid.gpu-a-0", "reset-gpu", gpuhistory.Succeeded),
+			opDone(39*time.Hour, bus86, gpuB, "xid.gpu-a-0", "reset-gpu", gpuwire.Succeeded),
 			xidFault(30*time.Hour, bus3b, gpuA, 79),
 			xidFault(3*time.Hour, bus3b, gpuA, 79),
-			opDone(170*time.Minute, bus3b, gpuA, "xid.gpu-a-1", "reset-gpu", gpuhistory.Failed),
+			opDone(170*time.Minute, bus3b, gpuA, "xid.gpu-a-1", "reset-gpu", gpuwire.Failed),
 			xidFault(2*time.Hour, bus3b, gpuA, 79),
-			opDone(time.Hour, "", "", "xid.gpu-a-2", "reboot", gpuhistory.Failed))),
+			opDone(time.Hour, "", "", "xid.gpu-a-2", "reboot", gpuwire.Failed))),
 	}, Ops: []v1alpha1.NodeOperation{
 		captureOp("xid.gpu-a-1", "gpu-a", &v1alpha1.GPUTarget{UUID: gpuA, BusID: bus3b}, 171*time.Minute),
 		captureOp("xid.gpu-a-2", "gpu-a", nil, 61*time.Minute),
@@ -170,12 +171,12 @@ func TestBuildHardware(t *testing.T) {
 			return statusInput{Server: "https://api.example:6443", Nodes: []corev1.Node{withHistory(node("gpu-a"), history(t,
 				xidFault(72*time.Hour, bus3b, gpuA, 79), xidFault(71*time.Hour, bus3b, gpuA, 79), xidFault(70*time.Hour, bus3b, gpuA, 79),
 				xidFault(time.Hour, bus86, gpuB, 48),
-				opDone(30*time.Minute, bus86, gpuB, "xid.gpu-a-0", "reset-gpu", gpuhistory.Failed)))}}
+				opDone(30*time.Minute, bus86, gpuB, "xid.gpu-a-0", "reset-gpu", gpuwire.Failed)))}}
 		},
 		want: emptyHardware(func(hw *Hardware) {
 			hw.GPUs = []GPUHardware{
 				{Node: "gpu-a", GPU: gpuB, UUID: gpuB, Bus: bus86, Faults: 1, FailuresInWindow: 2, LastFault: hwXid(time.Hour, 48),
-					LastOperation: hwOp(30*time.Minute, "xid.gpu-a-0", "reset-gpu", gpuhistory.Failed)},
+					LastOperation: hwOp(30*time.Minute, "xid.gpu-a-0", "reset-gpu", gpuwire.Failed)},
 				{Node: "gpu-a", GPU: gpuA, UUID: gpuA, Bus: bus3b, Faults: 3, LastFault: hwXid(70*time.Hour, 79)},
 			}
 		}),
@@ -200,19 +201,19 @@ func TestBuildHardware(t *testing.T) {
 		in: func(t *testing.T) statusInput {
 			return statusInput{Server: "https://api.example:6443", Nodes: []corev1.Node{withHistory(node("gpu-b"), history(t,
 				xidFault(10*time.Hour, bus3b, gpuC, 48),
-				opDone(9*time.Hour, bus3b, gpuC, "xid.gpu-b-0", "reset-gpu", gpuhistory.Succeeded),
+				opDone(9*time.Hour, bus3b, gpuC, "xid.gpu-b-0", "reset-gpu", gpuwire.Succeeded),
 				xidFault(time.Hour, busAf, gpuC, 79)))}}
 		},
 		want: emptyHardware(func(hw *Hardware) {
 			hw.GPUs = []GPUHardware{{Node: "gpu-b", GPU: gpuC, UUID: gpuC, Bus: busAf, Faults: 2, FailuresInWindow: 2, LastFault: hwXid(time.Hour, 79),
-				LastOperation: hwOp(9*time.Hour, "xid.gpu-b-0", "reset-gpu", gpuhistory.Succeeded)}}
+				LastOperation: hwOp(9*time.Hour, "xid.gpu-b-0", "reset-gpu", gpuwire.Succeeded)}}
 		}),
 	}, {
 		desc: "bus-only entries join the one UUID seen at their bus, else are a GPU named by the bus",
 		in: func(t *testing.T) statusInput {
 			return statusInput{Server: "https://api.example:6443", Nodes: []corev1.Node{withHistory(node("gpu-a"), history(t,
 				xidFault(3*time.Hour, bus3b, "", 79),
-				opDone(2*time.Hour, bus3b, gpuA, "xid.gpu-a-0", "reset-gpu", gpuhistory.Succeeded),
+				opDone(2*time.Hour, bus3b, gpuA, "xid.gpu-a-0", "reset-gpu", gpuwire.Succeeded),
 				eccFault(time.Hour, bus18, "", "VolatileDBE"),
 				xidFault(30*time.Minute, bus18, "", 48)))}}
 		},
@@ -220,22 +221,22 @@ func TestBuildHardware(t *testing.T) {
 			hw.GPUs = []GPUHardware{
 				{Node: "gpu-a", GPU: bus18, Bus: bus18, Faults: 2, FailuresInWindow: 2, LastFault: hwXid(30*time.Minute, 48)},
 				{Node: "gpu-a", GPU: gpuA, UUID: gpuA, Bus: bus3b, Faults: 1, FailuresInWindow: 1, LastFault: hwXid(3*time.Hour, 79),
-					LastOperation: hwOp(2*time.Hour, "xid.gpu-a-0", "reset-gpu", gpuhistory.Succeeded)},
+					LastOperation: hwOp(2*time.Hour, "xid.gpu-a-0", "reset-gpu", gpuwire.Succeeded)},
 			}
 		}),
 	}, {
 		desc: "entries that name no GPU are the row GPU node; its failures count node-wide faults and failed operations",
 		in: func(t *testing.T) statusInput {
 			return statusInput{Server: "https://api.example:6443", Nodes: []corev1.Node{withHistory(node("gpu-a"), history(t,
-				gpuhistory.Entry{Time: statusNow.Add(-25 * time.Hour), Fault: &gpuhistory.Fault{Condition: v1alpha1.ConditionGPULost}},
-				gpuhistory.Entry{Time: statusNow.Add(-3 * time.Hour), Fault: &gpuhistory.Fault{Condition: v1alpha1.ConditionGPULost}},
-				opDone(2*time.Hour, "", "", "xid.gpu-a-0", "reboot", gpuhistory.Failed),
-				opDone(time.Hour, "", "", "xid.gpu-a-1", "reboot", gpuhistory.Skipped)))}}
+				gpuwire.Entry{Time: statusNow.Add(-25 * time.Hour), Fault: &gpuwire.Fault{Condition: v1alpha1.ConditionGPULost}},
+				gpuwire.Entry{Time: statusNow.Add(-3 * time.Hour), Fault: &gpuwire.Fault{Condition: v1alpha1.ConditionGPULost}},
+				opDone(2*time.Hour, "", "", "xid.gpu-a-0", "reboot", gpuwire.Failed),
+				opDone(time.Hour, "", "", "xid.gpu-a-1", "reboot", gpuwire.Skipped)))}}
 		},
 		want: emptyHardware(func(hw *Hardware) {
 			hw.GPUs = []GPUHardware{{Node: "gpu-a", GPU: GPUNodeWide, Faults: 2, FailuresInWindow: 2,
 				LastFault:     &HardwareFault{Time: hwTime(3 * time.Hour), Condition: v1alpha1.ConditionGPULost},
-				LastOperation: hwOp(time.Hour, "xid.gpu-a-1", "reboot", gpuhistory.Skipped)}}
+				LastOperation: hwOp(time.Hour, "xid.gpu-a-1", "reboot", gpuwire.Skipped)}}
 		}),
 	}, {
 		desc: "the fleet: an unreadable history first and under attention, then worst first; quarantine per node",
@@ -245,15 +246,15 @@ func TestBuildHardware(t *testing.T) {
 			hw.GPUs = []GPUHardware{
 				{Node: "gpu-c", GPU: GPUUnreadable, Notes: badHistoryNote},
 				{Node: "gpu-a", GPU: gpuA, UUID: gpuA, Bus: bus3b, Quarantined: true, Faults: 3, FailuresInWindow: 3, LastFault: hwXid(2*time.Hour, 79),
-					LastOperation: hwOp(170*time.Minute, "xid.gpu-a-1", "reset-gpu", gpuhistory.Failed),
+					LastOperation: hwOp(170*time.Minute, "xid.gpu-a-1", "reset-gpu", gpuwire.Failed),
 					Bundles:       []HardwareBundle{hwBundle("gpu-a", "xid.gpu-a-1", 171*time.Minute), hwBundle("gpu-a", "xid.gpu-a-3", 30*time.Minute)}},
 				{Node: "gpu-b", GPU: gpuC, UUID: gpuC, Bus: busAf, Faults: 2, FailuresInWindow: 2, LastFault: hwXid(time.Hour, 48)},
 				{Node: "gpu-b", GPU: bus18, Bus: bus18, Faults: 1, FailuresInWindow: 1, LastFault: hwXid(5*time.Hour, 31)},
-				{Node: "gpu-a", GPU: GPUNodeWide, Quarantined: true, FailuresInWindow: 1, LastOperation: hwOp(time.Hour, "xid.gpu-a-2", "reboot", gpuhistory.Failed),
+				{Node: "gpu-a", GPU: GPUNodeWide, Quarantined: true, FailuresInWindow: 1, LastOperation: hwOp(time.Hour, "xid.gpu-a-2", "reboot", gpuwire.Failed),
 					Bundles: []HardwareBundle{hwBundle("gpu-a", "xid.gpu-a-2", 61*time.Minute)}},
 				{Node: "gpu-a", GPU: gpuB, UUID: gpuB, Bus: bus86, Quarantined: true, Faults: 1,
 					LastFault:     &HardwareFault{Time: hwTime(40 * time.Hour), Condition: v1alpha1.ConditionGPUMemoryUnhealthy, Reason: v1alpha1.ReasonRowRemapPending, ECC: "VolatileDBE"},
-					LastOperation: hwOp(39*time.Hour, "xid.gpu-a-0", "reset-gpu", gpuhistory.Succeeded)},
+					LastOperation: hwOp(39*time.Hour, "xid.gpu-a-0", "reset-gpu", gpuwire.Succeeded)},
 			}
 		}),
 	}, {
@@ -466,7 +467,7 @@ func TestReadHardware(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "https://x:6443", in.Server)
 	require.Len(t, in.Nodes, 1)
-	require.Equal(t, badHistory, in.Nodes[0].Annotations[gpuhistory.Annotation])
+	require.Equal(t, badHistory, in.Nodes[0].Annotations[gpuwire.Annotation])
 	require.EqualError(t, in.OpsErr, "https://x:6443: list nodeoperations: forbidden", "the bundles are extra evidence: their read fails soft")
 	require.Contains(t, buildHardware(in, 24*time.Hour, statusNow).Attention, "diagnostics bundles unknown: https://x:6443: list nodeoperations: forbidden")
 

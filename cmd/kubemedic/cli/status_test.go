@@ -27,10 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/janitor/decide"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
 
@@ -445,17 +445,17 @@ func TestStatusOnAPIServer(t *testing.T) {
 		if n.Annotations == nil {
 			n.Annotations = map[string]string{}
 		}
-		n.Annotations[gpuhistory.Annotation] = history
+		n.Annotations[gpuwire.Annotation] = history
 		require.NoError(t, c.Update(ctx, n))
 	}
-	annotate(sick, history(t, xidFault(2*time.Hour, bus3b, gpuA, 79), opDone(time.Hour, bus3b, gpuA, "xid.sick-0", "reset-gpu", gpuhistory.Failed)))
+	annotate(sick, history(t, xidFault(2*time.Hour, bus3b, gpuA, 79), opDone(time.Hour, bus3b, gpuA, "xid.sick-0", "reset-gpu", gpuwire.Failed)))
 	code, out, errOut = simRun("status", "--hardware", "-o", "json", "--now", statusNow.Format(time.RFC3339), "--kubeconfig", env.Kubeconfig)
 	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
 	require.Equal(t, ExitOK, code, errOut)
 	var hw Hardware
 	require.NoError(t, json.Unmarshal([]byte(out), &hw))
 	requireSameJSON(t, []GPUHardware{{Node: sick, GPU: gpuA, UUID: gpuA, Bus: bus3b, Faults: 1, FailuresInWindow: 2, LastFault: hwXid(2*time.Hour, 79),
-		LastOperation: hwOp(time.Hour, "xid.sick-0", "reset-gpu", gpuhistory.Failed)}}, hw.GPUs)
+		LastOperation: hwOp(time.Hour, "xid.sick-0", "reset-gpu", gpuwire.Failed)}}, hw.GPUs)
 	annotate(healthy, badHistory)
 	code, out, errOut = simRun("status", "--hardware", "--kubeconfig", env.Kubeconfig)
 	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)

@@ -1,4 +1,4 @@
-package gpuhistory
+package gpuwire
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package gpuhistory
+package gpuwire
 
 import (
 	"fmt"
@@ -44,7 +44,7 @@ func ParseSpareRows(msg string) (SpareRows, bool) {
 	if err != nil {
 		return SpareRows{}, false
 	}
-	s := SpareRows{Banks: banks, Bus: NormalizeBus(m[2]), UUID: normalizeUUID(m[3])}
+	s := SpareRows{Banks: banks, Bus: NormalizeBus(m[2]), UUID: NormalizeUUID(m[3])}
 	if m[4] != "" {
 		s.More, _ = strconv.Atoi(m[4])
 	}
