@@ -45,6 +45,15 @@ func (t *tracked) known() decide.Known {
 	}
 }
 
+// cached is the entry as the cache's choices see it; nil for none.
+func (t *tracked) cached() *decide.CachedIssue {
+	if t == nil {
+		return nil
+	}
+	return &decide.CachedIssue{InRollup: t.inRollup, Repo: t.repo, Number: t.number, Open: t.open,
+		CreatedAt: t.createdAt, UpdatedAt: t.updatedAt, WroteAt: t.wroteAt}
+}
+
 func (b *Bridge) get(key string) *tracked {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -102,15 +111,14 @@ func (b *Bridge) rebuild(ctx context.Context) error {
 	return nil
 }
 
-// absorb merges listed issues into the cache. An issue replaces the cached
-// one when it is newer (a higher number) or the same issue updated later.
-// With rebuild set it also collects creation times for the storm guard and
-// adopts open roll-up issues.
+// absorb merges listed issues into the cache, keeping for each key the
+// issue decide.MergeListed picks: the newer issue, or the same issue updated
+// later. With rebuild set it also collects creation times for the storm
+// guard and adopts open roll-up issues.
 //
 // listedAt is when the list request was sent: a refresh only overrides what
 // the bridge itself wrote before that, so a list answered just before one of
-// its writes cannot undo it. GitHub's timestamps have whole seconds, so the
-// same updated_at is not older.
+// its writes cannot undo it.
 func (b *Bridge) absorb(repo string, issues []ghclient.Issue, rebuild bool, listedAt time.Time) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -134,26 +142,16 @@ func (b *Bridge) absorb(repo string, issues []ghclient.Issue, rebuild bool, list
 			b.created[repo] = append(b.created[repo], is.CreatedAt)
 		}
 		cur := b.byKey[key]
-		switch {
-		case cur == nil, cur.inRollup && t.open:
+		switch decide.MergeListed(cur.cached(), *t.cached(), rebuild, listedAt) {
+		case decide.MergeAdd:
 			b.byKey[key] = t
 			n++
-		case cur.inRollup:
-		case cur.repo == t.repo && cur.number == t.number:
-			if t.updatedAt.Before(cur.updatedAt) || !listedAt.After(cur.wroteAt) {
-				continue
-			}
-			if rebuild {
-				b.byKey[key] = t
-				continue
-			}
-			// A refresh takes what people change (state, reason, labels)
-			// and leaves the bridge's own state to the bridge: its worker
-			// may be between two writes of this issue.
-			cur.open, cur.stateReason, cur.closedAt, cur.labels, cur.updatedAt = t.open, t.stateReason, t.closedAt, t.labels, t.updatedAt
-		case t.createdAt.After(cur.createdAt), t.createdAt.Equal(cur.createdAt) && t.repo == cur.repo && t.number > cur.number:
-			// A newer issue of the key: the latest one is the one that counts.
+		case decide.MergeReplace:
 			b.byKey[key] = t
+		case decide.MergeRefresh:
+			// What people change; the bridge's own state stays the bridge's.
+			cur.open, cur.stateReason, cur.closedAt, cur.labels, cur.updatedAt = t.open, t.stateReason, t.closedAt, t.labels, t.updatedAt
+		case decide.MergeKeep:
 		}
 	}
 	return n
@@ -194,19 +192,15 @@ func (b *Bridge) refreshLoop(ctx context.Context) {
 }
 
 // stormAllows reports whether repo may get one more new issue now, and if
-// so counts it (under the same lock, so parallel workers cannot both take the
-// last slot).
+// so counts it (decide.StormReserve, under the same lock, so parallel workers
+// cannot both take the last slot).
 func (b *Bridge) stormAllows(repo string, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	g := b.cfg.StormGuard
-	// Forget creations that left the window.
-	b.created[repo] = slices.DeleteFunc(b.created[repo], func(t time.Time) bool { return now.Sub(t) >= g.Window })
-	if !decide.StormAllows(b.created[repo], now, g.MaxNewIssues, g.Window) {
-		return false
-	}
-	b.created[repo] = append(b.created[repo], now)
-	return true
+	var ok bool
+	b.created[repo], ok = decide.StormReserve(b.created[repo], now, g.MaxNewIssues, g.Window)
+	return ok
 }
 
 // unreserve gives back a storm-guard slot taken for an issue that was not

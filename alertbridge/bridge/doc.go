@@ -8,9 +8,11 @@
 // human closed as not planned or marked with the ignore label; retry a
 // permanent GitHub error forever; log a credential.
 //
-// The decisions are in package decide and the issue text in package render;
-// this package reads state, asks decide, has render write the text, and does
-// the IO. Its files: bridge.go (Options, New, Run), server.go (the HTTP
+// The decisions are in package decide (what a transition does and where it
+// goes, the storm guard, which listed issue the cache keeps, the roll-up's
+// syncs) and the issue text in package render; this package holds the
+// state and its locks, asks decide, has render write the text, and does the
+// IO. Its files: bridge.go (Options, New, Run), server.go (the HTTP
 // handlers), auth.go (webhook credentials), queue.go (the per-key queue),
 // worker.go (the workers and their retries), transition.go (applying one
 // journal entry to its issue), cache.go (the key→issue cache, rebuilt from

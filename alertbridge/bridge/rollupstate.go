@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kubemedic/kubemedic/alertbridge/decide"
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/journal"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
@@ -44,10 +45,11 @@ func (b *Bridge) saveRollup(r *rollup) error {
 
 // adoptRollupLocked takes an open roll-up issue found while rebuilding.
 func (b *Bridge) adoptRollupLocked(repo string, is ghclient.Issue, t *tracked) {
-	if is.State != ghclient.StateOpen {
-		return
+	adopted := 0
+	if cur := b.rollups[repo]; cur != nil {
+		adopted = cur.number
 	}
-	if cur := b.rollups[repo]; cur != nil && cur.number > is.Number {
+	if !decide.AdoptRollup(is.State == ghclient.StateOpen, is.Number, adopted) {
 		return
 	}
 	r := &rollup{repo: repo, number: is.Number, members: map[string]*marker.Member{}}
@@ -60,10 +62,9 @@ func (b *Bridge) adoptRollupLocked(repo string, is ghclient.Issue, t *tracked) {
 }
 
 // trackMemberLocked routes a roll-up member's key to the roll-up, unless the
-// key has an issue of its own that is open or newer than its membership
-// (a key joins a roll-up when its old issue was closed beyond the window).
+// key has an issue of its own that wins (decide.MemberInRollup).
 func (b *Bridge) trackMemberLocked(repo string, m marker.Member) {
-	if t := b.byKey[m.Key]; t != nil && !t.inRollup && (t.open || t.createdAt.After(m.Since)) {
+	if !decide.MemberInRollup(b.byKey[m.Key].cached(), m.Since) {
 		return
 	}
 	b.byKey[m.Key] = &tracked{repo: repo, inRollup: true, state: marker.State{Firing: firingPlaceholder(m.Firing)}}

@@ -52,17 +52,17 @@ func (b *Bridge) process(ctx context.Context, j job) error {
 	now := b.clock.Now()
 	ev := event(msg, iss, now)
 
-	if cur != nil && cur.inRollup && b.inOpenRollup(cur.repo, j.key) {
-		return b.toRollup(ctx, log, cur.repo, j.key, iss, ev)
-	}
+	inRollup := cur != nil && cur.inRollup && b.inOpenRollup(cur.repo, j.key)
 	act := decide.Plan(cur.known(), ev, decide.Policy{
 		AutoClose: b.cfg.AutoClose, ReopenWindow: b.cfg.ReopenWindow, IgnoreLabel: b.cfg.IgnoreLabel,
 	})
-	if act.Kind == decide.None {
+	switch decide.RouteTransition(inRollup, act) {
+	case decide.RouteRollup:
+		return b.toRollup(ctx, log, cur.repo, j.key, iss, ev)
+	case decide.RouteNone:
 		log.Debug("No transition", "why", act.Why)
 		return nil
-	}
-	if act.Create {
+	case decide.RouteNewIssue:
 		repo := iss.Repo.String()
 		if !b.stormAllows(repo, now) {
 			log.Warn("Storm guard: adding the group to the roll-up issue instead of a new issue", "repo", repo,
@@ -78,8 +78,9 @@ func (b *Bridge) process(ctx context.Context, j job) error {
 			b.unreserve(repo, now)
 		}
 		return b.outcome(act.Kind, err)
+	default: // decide.RouteIssue
+		return b.outcome(act.Kind, b.update(ctx, log, j, e, msg, cur, iss, ev, act))
 	}
-	return b.outcome(act.Kind, b.update(ctx, log, j, e, msg, cur, iss, ev, act))
 }
 
 // outcome counts an applied transition or a dropped one.

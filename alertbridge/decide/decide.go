@@ -281,19 +281,3 @@ func capitalize(s string) string {
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
 }
-
-// StormAllows reports whether a repository may get another new issue: fewer
-// than max issues were created in the window before now. max 0 disables the
-// guard. created holds the creation times of the bridge's issues there.
-func StormAllows(created []time.Time, now time.Time, max int, window time.Duration) bool {
-	if max <= 0 {
-		return true
-	}
-	n := 0
-	for _, t := range created {
-		if now.Sub(t) < window {
-			n++
-		}
-	}
-	return n < max
-}

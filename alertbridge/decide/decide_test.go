@@ -205,31 +205,3 @@ func TestPlanCalls(t *testing.T) {
 	assert.Equal(t, 2, Action{Comment: "x", State: ghclient.StateClosed, UpdateBody: true}.Calls())
 	assert.Equal(t, 1, Action{UpdateBody: true, Suppressed: true}.Calls())
 }
-
-func TestStormAllows(t *testing.T) {
-	times := func(ago ...time.Duration) []time.Time {
-		var out []time.Time
-		for _, a := range ago {
-			out = append(out, t0.Add(-a))
-		}
-		return out
-	}
-	tests := []struct {
-		desc    string
-		created []time.Time
-		max     int
-		want    bool
-	}{
-		{desc: "no issues yet", max: 2, want: true},
-		{desc: "below the limit", created: times(time.Minute), max: 2, want: true},
-		{desc: "at the limit", created: times(time.Minute, 2*time.Minute), max: 2, want: false},
-		{desc: "old issues leave the window", created: times(time.Minute, 10*time.Minute, 11*time.Minute), max: 2, want: true},
-		{desc: "an issue exactly one window old has left it", created: times(0, 10*time.Minute), max: 2, want: true},
-		{desc: "zero disables the guard", created: times(0, 0, 0), max: 0, want: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.desc, func(t *testing.T) {
-			assert.Equal(t, tc.want, StormAllows(tc.created, t0, tc.max, 10*time.Minute))
-		})
-	}
-}

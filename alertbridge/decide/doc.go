@@ -7,6 +7,10 @@
 // table-tested: the reopen window, never reopening an issue a human closed as
 // not planned or marked with the ignore label, auto-close and its opt-out,
 // the storm guard and the suppression of identical consecutive comments,
-// and the roll-up issue's life: a member's start and resolve, when a sync
-// files, edits or closes the roll-up, and when it is finished.
+// where a transition goes (the group's own issue, a new one if the storm
+// guard has a slot, or the roll-up), which issue the cache keeps for a key
+// when GitHub lists several (and which roll-up issue it adopts), and the
+// roll-up issue's life: a member's start and resolve, when a sync files,
+// edits or closes the roll-up, and when it is finished. The bridge keeps
+// the state and its locks, and hands these functions copies.
 package decide

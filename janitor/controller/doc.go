@@ -6,6 +6,7 @@
 // The janitor's state lives on the pods (kubemedic.io/reclaim-notice), never
 // only in memory, so a restart or a second janitor neither sends a notice
 // twice nor cuts a grace period short. It must never reclaim a pod whose
-// evidence is missing, never act without a notice when the policy requires
-// one, and never write to the API server in a cycle where nothing changed.
+// evidence is missing or too old (decide.EvidenceTooOld), never act without
+// a notice when the policy requires one, and never write to the API server
+// in a cycle where nothing changed.
 package controller

@@ -245,7 +245,7 @@ func (j *Janitor) act(ctx context.Context, pp *PodPlan, key string, evidenceAt t
 	case decide.StepReclaim:
 		// A cycle slowed down (by Slack, say) must not act on evidence
 		// read long ago: the next cycle reads it again.
-		if age := j.Clock.Since(evidenceAt); age > max(j.Interval, time.Minute) {
+		if age, old := decide.EvidenceTooOld(evidenceAt, j.Clock.Now(), j.Interval); old {
 			log.Info("Not reclaiming on old evidence; deciding again next cycle", "age", age)
 			return
 		}

@@ -85,3 +85,13 @@ func IdleFromMetrics(p *Pod, window time.Duration, results map[gpuutil.Query]gpu
 	}
 	return out
 }
+
+// EvidenceTooOld reports whether evidence read at readAt is too old at now
+// to reclaim a pod on: older than the cycle's interval, and than a minute
+// however short the interval. A cycle slowed down (by Slack, say) must not
+// act on evidence read long ago; the next cycle reads it again. Evidence
+// exactly that old is still used. age is how old the evidence is.
+func EvidenceTooOld(readAt, now time.Time, interval time.Duration) (age time.Duration, tooOld bool) {
+	age = now.Sub(readAt)
+	return age, age > max(interval, time.Minute)
+}
