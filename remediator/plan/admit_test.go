@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
 
 // fleet is ten GPU nodes n0..n9 (racks: n0-n3 in a, n4-n6 in b, n7-n9
@@ -444,4 +446,78 @@ func TestVerdictString(t *testing.T) {
 	require.Equal(t, "Wait", Wait.String())
 	require.Equal(t, "Start", Start.String())
 	require.Equal(t, "Skip", Skip.String())
+}
+
+func TestGPUAttemptCap(t *testing.T) {
+	uuid := "GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+	faults := func(n int, bus string, age time.Duration) nodeOpt {
+		return func(nd *corev1.Node) {
+			h, _ := gpuwire.Parse(nd.Annotations[gpuwire.Annotation])
+			for i := range n {
+				h = gpuhistory.Add(h, gpuwire.Entry{Time: ago(age + time.Duration(i)*time.Minute), UUID: uuid, Bus: bus,
+					Fault: &gpuwire.Fault{Condition: v1alpha1.ConditionGPUXidError, Reason: v1alpha1.ReasonXidResetRequired, Xid: 48}}, now)
+			}
+			enc, err := h.Encode()
+			require.NoError(t, err)
+			if nd.Annotations == nil {
+				nd.Annotations = map[string]string{}
+			}
+			nd.Annotations[gpuwire.Annotation] = enc
+		}
+	}
+	corrupt := func(nd *corev1.Node) { nd.Annotations = map[string]string{gpuwire.Annotation: "{"} }
+	capGPU := func(max int32) policyOpt {
+		return func(p *v1alpha1.RemediationPolicy) {
+			p.Spec.Safety.AttemptCap = &v1alpha1.AttemptCap{MaxAttempts: 100, Window: dur(24 * time.Hour), MaxFailuresPerGPU: &max}
+		}
+	}
+	for _, tc := range []struct {
+		desc    string
+		node    *corev1.Node
+		op      *v1alpha1.NodeOperation
+		verdict Verdict
+		message string
+	}{
+		{desc: "under the cap starts", node: node("n1", faults(2, "0000:3b:00.0", time.Hour)),
+			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Start},
+		{desc: "at the cap excludes", node: node("n1", faults(3, "0000:3b:00.0", time.Hour)),
+			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Skip,
+			message: "policy p: GPU GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b (0000:3b:00.0) had 3 faults in the last 24h0m0s (attemptCap.maxFailuresPerGPU 3)"},
+		{desc: "the card moved to another bus through a reboot still counts by UUID", node: node("n1", faults(3, "0000:86:00.0", time.Hour)),
+			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Skip},
+		{desc: "faults older than the window do not count", node: node("n1", faults(3, "0000:3b:00.0", 25*time.Hour)),
+			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Start},
+		{desc: "another GPU's faults do not count", node: node("n1", faults(3, "0000:3b:00.0", time.Hour)),
+			op: op("op", "n1", of("p", "e", 0), onGPU("GPU-11111111-2222-3333-4444-555555555555", "0000:86:00.0")), verdict: Start},
+		{desc: "an operation naming no GPU is not capped per GPU", node: node("n1", faults(3, "0000:3b:00.0", time.Hour)),
+			op: op("op", "n1", of("p", "e", 0)), verdict: Start},
+		{desc: "the operation's own fault counts before the history holds it", node: node("n1", faults(2, "0000:3b:00.0", time.Hour)),
+			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0"), trigger(gpuXidMessage, ago(time.Minute))), verdict: Skip,
+			message: "had 3 faults"},
+		{desc: "the operation's own fault, already recorded, counts once", node: node("n1", faults(3, "0000:3b:00.0", time.Hour)),
+			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0"), trigger(gpuXidMessage, ago(time.Hour))), verdict: Skip,
+			message: "had 3 faults"},
+		{desc: "one incident raising three conditions within seconds counts once", node: node("n1", func(nd *corev1.Node) {
+			h := gpuwire.History{}
+			for i, c := range []string{v1alpha1.ConditionGPUXidError, v1alpha1.ConditionGPULost, v1alpha1.ConditionGPURecoveryRequired} {
+				h = gpuhistory.Add(h, gpuwire.Entry{Time: ago(time.Hour - time.Duration(i)*5*time.Second), UUID: uuid, Fault: &gpuwire.Fault{Condition: c}}, now)
+			}
+			enc, err := h.Encode()
+			require.NoError(t, err)
+			nd.Annotations = map[string]string{gpuwire.Annotation: enc}
+		}), op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Start},
+		{desc: "an unreadable history is no evidence the GPU is fine", node: node("n1", corrupt),
+			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "")), verdict: Skip, message: "cannot read node n1's GPU history"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			a := Admit(AdmitInput{Op: tc.op, Node: tc.node, Policies: []*Policy{policy(t, "p", capGPU(3))}, Nodes: []*corev1.Node{tc.node}, Now: now})
+			require.Equal(t, tc.verdict, a.Verdict, a.Message)
+			if tc.verdict == Skip {
+				require.True(t, a.ExcludeGPU)
+				require.False(t, a.Quarantine, "the GPU is excluded, not the node quarantined by admission itself")
+				require.Equal(t, v1alpha1.ReasonGPUAttemptCapReached, a.Reason)
+				require.Contains(t, a.Message, tc.message)
+			}
+		})
+	}
 }

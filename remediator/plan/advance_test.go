@@ -401,16 +401,6 @@ func checkAdvance(t *testing.T, in AdvanceInput, w want) {
 	}
 }
 
-// TestAdvanceEventTypes: only success is Normal; every other end is a
-// Warning, so `kubectl get events --field-selector type=Warning` lists them.
-func TestAdvanceEventTypes(t *testing.T) {
-	failed := Advance(AdvanceInput{Op: op("op", "n1"), Now: now})
-	require.Equal(t, corev1.EventTypeWarning, failed.Events[0].Type)
-	ok := Advance(AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseVerifying)), Node: node("n1"), Now: now})
-	require.Equal(t, v1alpha1.PhaseSucceeded, ok.Status.Phase)
-	require.Equal(t, corev1.EventTypeNormal, ok.Events[0].Type)
-}
-
 // TestAdvanceWalksTheLifecycle feeds each transition's status back in, as
 // the controller does, from Pending to Succeeded for a drained reset, and
 // checks the effects come in order.
@@ -450,23 +440,6 @@ func walk(o *v1alpha1.NodeOperation, steps int, more func(in *AdvanceInput)) ([]
 	return effects, o
 }
 
-func TestRetention(t *testing.T) {
-	for _, tc := range []struct {
-		desc string
-		pols []*Policy
-		want time.Duration
-	}{
-		{"no policies: the base", nil, time.Hour},
-		{"a longer attempt-cap window stretches it", []*Policy{policy(t, "p", capAttempts(3, 48*time.Hour))}, 48 * time.Hour},
-		{"a longer node cooldown stretches it", []*Policy{policy(t, "p", nodeCooldown(2*time.Hour))}, 2 * time.Hour},
-		{"shorter limits leave the base", []*Policy{policy(t, "p", nodeCooldown(time.Minute))}, time.Hour},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			require.Equal(t, tc.want, Retention(time.Hour, tc.pols))
-		})
-	}
-}
-
 func TestDrainProgress(t *testing.T) {
 	var d = Advance(AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseDraining), withDrain), Pods: []corev1.Pod{workload("a"), workload("b")}, Now: now}).Drain
 	require.NotEmpty(t, d.Message)
@@ -474,7 +447,23 @@ func TestDrainProgress(t *testing.T) {
 	require.Equal(t, "draining: "+d.Message+"; blocked: team-a/a: budget (and 1 more)", DrainProgress(d, []string{"team-a/a: budget", "team-a/b: budget"}))
 }
 
-func TestTruncate(t *testing.T) {
-	require.Equal(t, "abc", Truncate("abc", 3))
-	require.Equal(t, "a...", Truncate("abcdef", 4))
+// TestAdvanceRebootPodAfterReboot: the reboot a reboot pod waits for is the
+// pod's (TestAdvanceMachineRebootAfterRequest is the same for a machine
+// request). A node that rebooted between admission and the pod's creation
+// (a long drain, the fault) waits for the reboot the pod makes.
+func TestAdvanceRebootPodAfterReboot(t *testing.T) {
+	reboot := tpl(v1alpha1.SuccessNodeRebooted)
+	o := op("op", "n1", phase(v1alpha1.PhaseRunning), bootID("boot-a"))
+	n := node("n1", booted("boot-b"))
+	tr := Advance(AdvanceInput{Op: o, Node: n, Template: reboot, Now: now})
+	require.Equal(t, EffectCreatePod, tr.Effect)
+	require.Equal(t, "boot-b", tr.Status.BootID, "the boot ID when the pod is created")
+	require.Contains(t, tr.Status.Message, "boot ID boot-b")
+
+	o.Status = tr.Status
+	tr = Advance(AdvanceInput{Op: o, Node: n, Template: reboot, Pod: opPod(corev1.PodRunning, time.Time{}, 0), Now: now.Add(time.Second)})
+	require.Equal(t, v1alpha1.PhaseRunning, tr.Status.Phase, "a reboot before the pod is not the pod's: %s", tr.Status.Message)
+
+	tr = Advance(AdvanceInput{Op: o, Node: node("n1", booted("boot-c")), Template: reboot, Pod: opPod(corev1.PodRunning, time.Time{}, 0), Now: now.Add(time.Minute)})
+	require.Equal(t, v1alpha1.PhaseVerifying, tr.Status.Phase, tr.Status.Message)
 }

@@ -6,18 +6,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/remediator/gpuhistory"
 )
-
-// gpuUUID is the GPU the xid trigger below names.
-const gpuUUID = "GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
-
-const gpuXidMessage = "XidResetRequired: Xid 48 on 0000:3b:00.0 (" + gpuUUID + "): double-bit ECC error"
 
 func machineTpl(kind v1alpha1.MachineKind) *v1alpha1.NodeOperationTemplate {
 	t := &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: "last-rung"},
@@ -43,10 +37,6 @@ func asked(kind v1alpha1.MachineKind, target string, at time.Time) opOpt {
 func nodeUID(uid string) opOpt { return func(o *v1alpha1.NodeOperation) { o.Status.NodeUID = uid } }
 
 func withUID(uid string) nodeOpt { return func(n *corev1.Node) { n.UID = types.UID(uid) } }
-
-func onGPU(uuid, bus string) opOpt {
-	return func(o *v1alpha1.NodeOperation) { o.Status.GPU = &v1alpha1.GPUTarget{UUID: uuid, BusID: bus} }
-}
 
 func TestAdvanceMachine(t *testing.T) {
 	capi, metal3, bmc := machineTpl(v1alpha1.MachineClusterAPI), machineTpl(v1alpha1.MachineMetal3), machineTpl(v1alpha1.MachineRedfish)
@@ -178,162 +168,46 @@ func TestMachineFailed(t *testing.T) {
 	require.Equal(t, corev1.EventTypeWarning, tr.Events[len(tr.Events)-1].Type)
 }
 
-func TestAdvanceGPUExclusion(t *testing.T) {
-	dev := &Device{Driver: "gpu.nvidia.com", Pool: "n1", Name: "gpu-3", Rule: "kubemedic-n1-gpu-0f1e"}
-	reset, reboot := tpl(v1alpha1.SuccessPodSucceeded), tpl(v1alpha1.SuccessNodeRebooted)
-	cordoning := func(opts ...opOpt) *v1alpha1.NodeOperation {
-		return op("op", "n1", append([]opOpt{phase(v1alpha1.PhaseCordoning), cordoned}, opts...)...)
-	}
-	for _, tc := range []struct {
-		desc string
-		in   AdvanceInput
-		want want
-	}{
-		{desc: "pending: the trigger's GPU is recorded, UUID and bus",
-			in: AdvanceInput{Op: op("op", "n1", trigger(gpuXidMessage, ago(time.Hour))), Template: reset},
-			want: want{phase: v1alpha1.PhaseWaitingForBudget, check: func(t *testing.T, tr Transition) {
-				require.Equal(t, &v1alpha1.GPUTarget{UUID: "GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b", BusID: "0000:3b:00.0"}, tr.Status.GPU)
-			}}},
-		{desc: "pending: a trigger naming no GPU records none",
-			in:   AdvanceInput{Op: op("op", "n1", trigger("NFSMountHung: /data", ago(time.Hour))), Template: reset},
-			want: want{phase: v1alpha1.PhaseWaitingForBudget, check: func(t *testing.T, tr Transition) { require.Nil(t, tr.Status.GPU) }}},
-		{desc: "cordoning: a GPU-scoped reset with its device excludes the GPU, not the node",
-			in: AdvanceInput{Op: cordoning(onGPU(gpuUUID, "0000:3b:00.0")), Node: node("n1"), Template: reset, Device: dev},
-			want: want{phase: v1alpha1.PhaseRunning, effect: EffectExcludeGPU, conditions: []string{"Cordoned=False/GPUExcluded"}, events: []string{v1alpha1.ReasonGPUExcluded},
-				check: func(t *testing.T, tr Transition) {
-					require.Equal(t, v1alpha1.ExclusionDeviceTaintRule, tr.Status.Exclusion.Method)
-					require.Equal(t, dev.Rule, tr.Status.Exclusion.DeviceTaintRule)
-					require.Equal(t, "gpu.nvidia.com/n1/gpu-3", tr.Status.Exclusion.Device)
-				}}},
-		{desc: "cordoning: a step that drains cordons the node: a schedulable node would take back the pods it evicts",
-			in: AdvanceInput{Op: cordoning(onGPU(gpuUUID, ""), withDrain), Node: node("n1"), Template: reset, Device: dev},
-			want: want{phase: v1alpha1.PhaseDraining, effect: EffectCordon, check: func(t *testing.T, tr Transition) {
-				require.Equal(t, "cordoned the node: the step drains the node, which must not take new pods meanwhile", tr.Status.Exclusion.Message)
-			}}},
-		{desc: "cordoning: without DRA the node is cordoned and the status says why",
-			in: AdvanceInput{Op: cordoning(onGPU(gpuUUID, "")), Node: node("n1"), Template: reset, NoDevice: "the API server does not serve resource.k8s.io/v1beta2 DeviceTaintRule"},
-			want: want{phase: v1alpha1.PhaseRunning, effect: EffectCordon, conditions: []string{"Cordoned=True/CordonedByKubemedic"}, check: func(t *testing.T, tr Transition) {
-				require.Equal(t, v1alpha1.ExclusionCordon, tr.Status.Exclusion.Method)
-				require.Equal(t, "cordoned the node: the API server does not serve resource.k8s.io/v1beta2 DeviceTaintRule", tr.Status.Exclusion.Message)
-			}}},
-		{desc: "cordoning: a reboot cordons the node even for a GPU fault it could exclude",
-			in: AdvanceInput{Op: cordoning(onGPU(gpuUUID, "")), Node: node("n1"), Template: reboot, Device: dev},
-			want: want{phase: v1alpha1.PhaseRunning, effect: EffectCordon, check: func(t *testing.T, tr Transition) {
-				require.Equal(t, v1alpha1.ExclusionCordon, tr.Status.Exclusion.Method)
-				require.Contains(t, tr.Status.Exclusion.Message, "whole node")
-			}}},
-		{desc: "cordoning: a GPU known by bus ID only (an Xid) and found by it is excluded, and known by UUID from then on",
-			in: AdvanceInput{Op: cordoning(onGPU("", "0000:3b:00.0")), Node: node("n1"), Template: reset,
-				Device: &Device{Driver: dev.Driver, Pool: dev.Pool, Name: dev.Name, UUID: gpuUUID, Rule: dev.Rule}},
-			want: want{phase: v1alpha1.PhaseRunning, effect: EffectExcludeGPU, conditions: []string{"Cordoned=False/GPUExcluded"}, events: []string{v1alpha1.ReasonGPUExcluded},
-				check: func(t *testing.T, tr Transition) {
-					require.Equal(t, &v1alpha1.GPUTarget{UUID: gpuUUID, BusID: "0000:3b:00.0"}, tr.Status.GPU)
-					require.Equal(t, v1alpha1.ExclusionDeviceTaintRule, tr.Status.Exclusion.Method)
-					require.Contains(t, tr.Events[0].Note, "GPU "+gpuUUID+" excluded")
-				}}},
-		{desc: "cordoning: a GPU known by bus ID only that no device carries cordons, saying why",
-			in: AdvanceInput{Op: cordoning(onGPU("", "0000:3b:00.0")), Node: node("n1"), Template: reset, NoDevice: "no device with a pcieBusID or pciBusID attribute 0000:3b:00.0 on node n1"},
-			want: want{phase: v1alpha1.PhaseRunning, effect: EffectCordon, check: func(t *testing.T, tr Transition) {
-				require.Equal(t, "cordoned the node: no device with a pcieBusID or pciBusID attribute 0000:3b:00.0 on node n1", tr.Status.Exclusion.Message)
-				require.Empty(t, tr.Status.GPU.UUID)
-			}}},
-		{desc: "cordoning: a fault naming no GPU cordons, saying so",
-			in: AdvanceInput{Op: cordoning(), Node: node("n1"), Template: reset},
-			want: want{phase: v1alpha1.PhaseRunning, effect: EffectCordon, check: func(t *testing.T, tr Transition) {
-				require.Equal(t, "cordoned the node: the trigger names no GPU", tr.Status.Exclusion.Message)
-			}}},
-		{desc: "admit: the per-GPU cap excludes the GPU and leaves the node alone",
-			in: AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseWaitingForBudget), onGPU(gpuUUID, "")), Node: node("n1"), Device: dev,
-				Admission: Admission{Verdict: Skip, Reason: v1alpha1.ReasonGPUAttemptCapReached, Message: "3 faults", ExcludeGPU: true}},
-			want: want{phase: v1alpha1.PhaseSkipped, effect: EffectExcludeGPU, blocked: v1alpha1.ReasonGPUAttemptCapReached, message: "excluded by DeviceTaintRule kubemedic-n1-gpu-0f1e, the node keeps serving its other GPUs"}},
-		{desc: "admit: the per-GPU cap excludes a GPU its Xid names by bus ID only, found by it",
-			in: AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseWaitingForBudget), onGPU("", "0000:3b:00.0")), Node: node("n1"),
-				Device:    &Device{Driver: dev.Driver, Pool: dev.Pool, Name: dev.Name, UUID: gpuUUID, Rule: dev.Rule},
-				Admission: Admission{Verdict: Skip, Reason: v1alpha1.ReasonGPUAttemptCapReached, Message: "3 faults", ExcludeGPU: true}},
-			want: want{phase: v1alpha1.PhaseSkipped, effect: EffectExcludeGPU, blocked: v1alpha1.ReasonGPUAttemptCapReached, message: "the node keeps serving its other GPUs",
-				check: func(t *testing.T, tr Transition) { require.Equal(t, gpuUUID, tr.Status.GPU.UUID) }}},
-		{desc: "admit: the per-GPU cap without DRA quarantines the node and says why",
-			in: AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseWaitingForBudget), onGPU(gpuUUID, "")), Node: node("n1"), NoDevice: "no ResourceSlice lists it",
-				Admission: Admission{Verdict: Skip, Reason: v1alpha1.ReasonGPUAttemptCapReached, Message: "3 faults", ExcludeGPU: true}},
-			want: want{phase: v1alpha1.PhaseSkipped, effect: EffectQuarantine, conditions: []string{"Quarantined=True/GPUAttemptCapReached"}, blocked: v1alpha1.ReasonGPUAttemptCapReached,
-				check: func(t *testing.T, tr Transition) {
-					require.Equal(t, "quarantined the node, as the GPU alone cannot be excluded: no ResourceSlice lists it", tr.Status.Exclusion.Message)
-				}}},
-	} {
-		t.Run(tc.desc, func(t *testing.T) { checkAdvance(t, tc.in, tc.want) })
+// TestAdvanceMachineRebootAfterRequest: the reboot a metal3 or redfish
+// operation waits for is the one it asked for. A node that rebooted between
+// admission and the request (the fault itself, a long drain) has a new boot
+// ID already; that change must not pass for the power cycle, which the
+// provider makes later (Metal3 acts on its annotation asynchronously), or
+// the node would be verified and uncordoned before it is power-cycled.
+func TestAdvanceMachineRebootAfterRequest(t *testing.T) {
+	for _, kind := range []v1alpha1.MachineKind{v1alpha1.MachineMetal3, v1alpha1.MachineRedfish} {
+		t.Run(string(kind), func(t *testing.T) {
+			tpl := machineTpl(kind)
+			target := "BareMetalHost metal3/n1"
+			o := op("op", "n1", phase(v1alpha1.PhaseRunning), bootID("boot-a"),
+				opCond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonRunning, ago(time.Minute)))
+			n := node("n1", booted("boot-b"))
+
+			tr := Advance(AdvanceInput{Op: o, Node: n, Template: tpl, Machine: MachineObservation{Target: target}, Now: now})
+			require.Equal(t, EffectMachineRequest, tr.Effect)
+			require.Equal(t, "boot-b", tr.Status.BootID, "the boot ID when asked")
+			require.Contains(t, tr.Status.Message, "boot ID boot-b")
+
+			o.Status = tr.Status
+			tr = Advance(AdvanceInput{Op: o, Node: n, Template: tpl, Machine: MachineObservation{Target: target, Requested: true}, Now: now.Add(time.Second)})
+			require.Equal(t, v1alpha1.PhaseRunning, tr.Status.Phase, "a reboot before the request is not the power cycle: %s", tr.Status.Message)
+
+			tr = Advance(AdvanceInput{Op: o, Node: node("n1", booted("boot-c")), Template: tpl, Machine: MachineObservation{Target: target, Requested: true}, Now: now.Add(time.Minute)})
+			require.Equal(t, v1alpha1.PhaseVerifying, tr.Status.Phase, tr.Status.Message)
+			require.Equal(t, v1alpha1.ReasonNodeRebooted, apimeta.FindStatusCondition(tr.Status.Conditions, v1alpha1.OperationSucceeded).Reason)
+		})
 	}
 }
 
-func TestGPUAttemptCap(t *testing.T) {
-	uuid := "GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
-	faults := func(n int, bus string, age time.Duration) nodeOpt {
-		return func(nd *corev1.Node) {
-			h, _ := gpuwire.Parse(nd.Annotations[gpuwire.Annotation])
-			for i := range n {
-				h = gpuhistory.Add(h, gpuwire.Entry{Time: ago(age + time.Duration(i)*time.Minute), UUID: uuid, Bus: bus,
-					Fault: &gpuwire.Fault{Condition: v1alpha1.ConditionGPUXidError, Reason: v1alpha1.ReasonXidResetRequired, Xid: 48}}, now)
-			}
-			enc, err := h.Encode()
-			require.NoError(t, err)
-			if nd.Annotations == nil {
-				nd.Annotations = map[string]string{}
-			}
-			nd.Annotations[gpuwire.Annotation] = enc
-		}
-	}
-	corrupt := func(nd *corev1.Node) { nd.Annotations = map[string]string{gpuwire.Annotation: "{"} }
-	capGPU := func(max int32) policyOpt {
-		return func(p *v1alpha1.RemediationPolicy) {
-			p.Spec.Safety.AttemptCap = &v1alpha1.AttemptCap{MaxAttempts: 100, Window: dur(24 * time.Hour), MaxFailuresPerGPU: &max}
-		}
-	}
-	for _, tc := range []struct {
-		desc    string
-		node    *corev1.Node
-		op      *v1alpha1.NodeOperation
-		verdict Verdict
-		message string
-	}{
-		{desc: "under the cap starts", node: node("n1", faults(2, "0000:3b:00.0", time.Hour)),
-			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Start},
-		{desc: "at the cap excludes", node: node("n1", faults(3, "0000:3b:00.0", time.Hour)),
-			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Skip,
-			message: "policy p: GPU GPU-0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b (0000:3b:00.0) had 3 faults in the last 24h0m0s (attemptCap.maxFailuresPerGPU 3)"},
-		{desc: "the card moved to another bus through a reboot still counts by UUID", node: node("n1", faults(3, "0000:86:00.0", time.Hour)),
-			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Skip},
-		{desc: "faults older than the window do not count", node: node("n1", faults(3, "0000:3b:00.0", 25*time.Hour)),
-			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Start},
-		{desc: "another GPU's faults do not count", node: node("n1", faults(3, "0000:3b:00.0", time.Hour)),
-			op: op("op", "n1", of("p", "e", 0), onGPU("GPU-11111111-2222-3333-4444-555555555555", "0000:86:00.0")), verdict: Start},
-		{desc: "an operation naming no GPU is not capped per GPU", node: node("n1", faults(3, "0000:3b:00.0", time.Hour)),
-			op: op("op", "n1", of("p", "e", 0)), verdict: Start},
-		{desc: "the operation's own fault counts before the history holds it", node: node("n1", faults(2, "0000:3b:00.0", time.Hour)),
-			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0"), trigger(gpuXidMessage, ago(time.Minute))), verdict: Skip,
-			message: "had 3 faults"},
-		{desc: "the operation's own fault, already recorded, counts once", node: node("n1", faults(3, "0000:3b:00.0", time.Hour)),
-			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0"), trigger(gpuXidMessage, ago(time.Hour))), verdict: Skip,
-			message: "had 3 faults"},
-		{desc: "one incident raising three conditions within seconds counts once", node: node("n1", func(nd *corev1.Node) {
-			h := gpuwire.History{}
-			for i, c := range []string{v1alpha1.ConditionGPUXidError, v1alpha1.ConditionGPULost, v1alpha1.ConditionGPURecoveryRequired} {
-				h = gpuhistory.Add(h, gpuwire.Entry{Time: ago(time.Hour - time.Duration(i)*5*time.Second), UUID: uuid, Fault: &gpuwire.Fault{Condition: c}}, now)
-			}
-			enc, err := h.Encode()
-			require.NoError(t, err)
-			nd.Annotations = map[string]string{gpuwire.Annotation: enc}
-		}), op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Start},
-		{desc: "an unreadable history is no evidence the GPU is fine", node: node("n1", corrupt),
-			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "")), verdict: Skip, message: "cannot read node n1's GPU history"},
-	} {
-		t.Run(tc.desc, func(t *testing.T) {
-			a := Admit(AdmitInput{Op: tc.op, Node: tc.node, Policies: []*Policy{policy(t, "p", capGPU(3))}, Nodes: []*corev1.Node{tc.node}, Now: now})
-			require.Equal(t, tc.verdict, a.Verdict, a.Message)
-			if tc.verdict == Skip {
-				require.True(t, a.ExcludeGPU)
-				require.False(t, a.Quarantine, "the GPU is excluded, not the node quarantined by admission itself")
-				require.Equal(t, v1alpha1.ReasonGPUAttemptCapReached, a.Reason)
-				require.Contains(t, a.Message, tc.message)
-			}
-		})
-	}
+// TestAdvanceMachineLostWriteKeepsBootID: a request recorded from the
+// provider's marker (its status write was lost) keeps the boot ID of
+// admission: the power cycle may have happened since, and must count.
+func TestAdvanceMachineLostWriteKeepsBootID(t *testing.T) {
+	tpl := machineTpl(v1alpha1.MachineMetal3)
+	o := op("op", "n1", phase(v1alpha1.PhaseRunning), bootID("boot-a"),
+		opCond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonRunning, ago(time.Minute)))
+	tr := Advance(AdvanceInput{Op: o, Node: node("n1", booted("boot-b")), Template: tpl,
+		Machine: MachineObservation{Target: "BareMetalHost metal3/n1", Requested: true}, Now: now})
+	require.Equal(t, v1alpha1.PhaseVerifying, tr.Status.Phase, tr.Status.Message)
+	require.Equal(t, "boot-a", tr.Status.BootID)
 }
