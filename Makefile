@@ -93,7 +93,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (CI runs only their seed corpor
 	done
 
 demo: testbin build ## Run the whole system locally: simulated GPU nodes, real NPD/Prometheus/Alertmanager, the components, GitHub and Slack stand-ins (Ctrl-C stops it)
-	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" bin/kubemedic demo
+	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" bin/kubemedic-demo
 
 KUBECTL_PLUGIN_DIR ?= $(HOME)/.local/bin
 

@@ -14,7 +14,7 @@
 // it: unknown repositories are 404, missing titles and unknown state reasons
 // are 422, and bad credentials are 401.
 //
-// Tests use it, and so does `kubemedic demo` as its GitHub stand-in: Page
+// Tests use it, and so does `kubemedic-demo` as its GitHub stand-in: Page
 // (also served at PagePath, "/_page", on the Fake's own server, a path
 // GitHub does not have) is a read-only web page that shows people the
 // issues and comments the bridge wrote. It keeps everything in memory and

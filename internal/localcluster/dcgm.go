@@ -51,7 +51,7 @@ func (s DCGMSeries) metric() string {
 // 127.0.0.1 port: it serves /metrics in the Prometheus text format, with
 // dcgm-exporter's HELP and TYPE lines, label names and label order, and
 // values the caller sets per series. It is the external edge the janitor's
-// idle check reads through Prometheus; tests and `kubemedic demo` use it
+// idle check reads through Prometheus; tests and `kubemedic-demo` use it
 // where no GPU is.
 //
 // It is built for 50,000 series and more: each series' line prefix is

@@ -11,7 +11,7 @@
 // kubemedic binaries). It also runs the monitoring edge around the cluster:
 // a real Prometheus (NewPrometheus) and Alertmanager (NewAlertmanager) on
 // free 127.0.0.1 ports, and a stand-in for dcgm-exporter (NewDCGMExporter)
-// serving GPU utilisation series the caller sets. `kubemedic demo` and the
+// serving GPU utilisation series the caller sets. `kubemedic-demo` and the
 // integration tests (through test/harness) build on it, so that what they
 // exercise is the real API server's validation, patch semantics and watch
 // behaviour rather than a fake client.

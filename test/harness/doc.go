@@ -10,7 +10,7 @@
 // such as promtool and amtool, free ports) and GoBuild (`go build` of the
 // project's own binaries).
 //
-// What lives in internal/localcluster, because `kubemedic demo` runs it
+// What lives in internal/localcluster, because `kubemedic-demo` runs it
 // too: the cluster itself (control plane, kwok GPU nodes, pods, node
 // conditions, process supervision), the real Prometheus and Alertmanager
 // processes (NewPrometheus, NewAlertmanager) and the dcgm-exporter

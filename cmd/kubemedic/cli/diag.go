@@ -247,7 +247,7 @@ nothing else: it needs patch on nodes.`,
   kubectl get events --field-selector involvedObject.name=gpu-node-001,reason=DiagnosticsFlushed`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, _, err := newClient(kubeconfig, "kubemedic-diag-flush", false)
+			c, _, err := NewClient(kubeconfig, "kubemedic-diag-flush", false)
 			if err != nil {
 				fmt.Fprintf(stderr, "kubemedic diag flush: %v\n", err)
 				return exitCode(ExitInvalid)

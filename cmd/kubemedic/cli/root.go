@@ -15,24 +15,30 @@ const (
 	ExitUsage   = 2 // bad flags or arguments
 )
 
-// exitError carries an exit code out of a command whose output is printed.
-type exitError struct{ code int }
+// ExitError carries an exit code out of a command whose output is printed.
+type ExitError struct{ Code int }
 
-func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+func (e ExitError) Error() string { return fmt.Sprintf("exit %d", e.Code) }
 
 // Main runs the CLI with args and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	root := NewRootCommand(stdout, stderr)
+	return Execute(NewRootCommand(stdout, stderr), args, stderr)
+}
+
+// Execute runs a command tree with args and returns the process exit code:
+// ExitOK, the code of an ExitError, or ExitUsage with the error and a hint
+// printed to stderr. kubemedic and kubemedic-demo share it.
+func Execute(root *cobra.Command, args []string, stderr io.Writer) int {
 	root.SetArgs(args)
 	err := root.Execute()
-	var ee exitError
+	var ee ExitError
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &ee):
-		return ee.code
+		return ee.Code
 	default:
-		fmt.Fprintf(stderr, "kubemedic: %v\nRun 'kubemedic --help' for usage.\n", err)
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", root.Name(), err, root.Name())
 		return ExitUsage
 	}
 }
@@ -48,9 +54,10 @@ NetworkInterfaceDown), the remediator turns them into audited NodeOperations
 behind safety limits, the alertbridge files GitHub issues, and the janitor
 reclaims idle GPU pods.
 
-This CLI checks the policy files ops write before they reach a cluster,
-shows what a policy would do on the live cluster without changing it, and
-runs a local demo cluster of simulated GPU nodes.`,
+This CLI checks the policy files ops write before they reach a cluster and
+shows what a policy would do on the live cluster without changing it. The
+local demo cluster of simulated GPU nodes is its own binary, kubemedic-demo
+(make demo), so that this one links no test stand-in.`,
 		Example: `  # The fleet on one screen: unhealthy nodes, operations, breakers, quarantine
   kubemedic status        # or, installed as kubectl-medic: kubectl medic status
 
@@ -63,14 +70,14 @@ runs a local demo cluster of simulated GPU nodes.`,
   # Which GPU pods would the janitor notify or reclaim, and why? (reads only)
   kubemedic janitor plan --prometheus-url http://localhost:9090
 
-  # Start a local control plane with 16 simulated GPU nodes and the examples
-  kubemedic demo`,
+  # A local control plane with 16 simulated GPU nodes and the examples
+  make demo               # or: kubemedic-demo`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newPolicyCommand(stdout, stderr), newDemoCommand(stdout, stderr))
+	root.AddCommand(newPolicyCommand(stdout, stderr))
 	root.AddCommand(newAlertbridgeCommand(stdout, stderr), newJanitorCommand(stdout, stderr))
 	root.AddCommand(newStatusCommand(stdout, stderr), newDiagCommand(stdout, stderr))
 	return root

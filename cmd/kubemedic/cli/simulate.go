@@ -190,12 +190,12 @@ func loadSimulatePolicies(paths []string) ([]filePolicy, []string, []policies.Pr
 // change the cluster. userAgent names the command in the API server's audit
 // log. It returns the API server's address for messages.
 func newReadOnlyClient(kubeconfig, userAgent string) (client.Reader, string, error) {
-	return newClient(kubeconfig, userAgent, true)
+	return NewClient(kubeconfig, userAgent, true)
 }
 
-// newClient is a client of kubeconfig's cluster (or the default one) that
+// NewClient is a client of kubeconfig's cluster (or the default one) that
 // knows kubemedic's types; readOnly refuses anything but GET.
-func newClient(kubeconfig, userAgent string, readOnly bool) (client.Client, string, error) {
+func NewClient(kubeconfig, userAgent string, readOnly bool) (client.Client, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig

@@ -48,7 +48,7 @@ func exitCode(code int) error {
 	if code == ExitOK {
 		return nil
 	}
-	return exitError{code: code}
+	return ExitError{Code: code}
 }
 
 // runValidate prints one line per problem on stdout and a summary on stderr.

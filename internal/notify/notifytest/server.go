@@ -1,6 +1,6 @@
 // Package notifytest is a stand-in for Slack's Web API: tests of code that
 // posts through notify.Slack (the janitor, the remediator) use it, and so
-// does `kubemedic demo` as its local Slack, printing each message as it
+// does `kubemedic-demo` as its local Slack, printing each message as it
 // arrives (OnPost). It keeps everything in memory and talks to nothing else.
 //
 // It runs on slacktest's server and replaces the methods notify calls:

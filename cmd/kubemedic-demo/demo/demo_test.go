@@ -58,7 +58,7 @@ func TestScaleDuration(t *testing.T) {
 // durations are divided, resource quantities and windows' times are not, and
 // windows are removed.
 func TestSpeedUpExamples(t *testing.T) {
-	docs, problems := policies.LoadFiles("../../policies/examples")
+	docs, problems := policies.LoadFiles("../../../policies/examples")
 	require.Empty(t, problems)
 	var sped []*policies.Document
 	windows := 0
@@ -138,7 +138,7 @@ func TestFakeRootReadsAsTheDetectorsRead(t *testing.T) {
 	}
 	require.Equal(t, plugin.StatusOK, gpu.DecideMemory("nvidia-smi", devs, gpu.Thresholds{DBE: 1}).Status)
 	// Each GPU's -q -d ECC section is the one captured on the H100.
-	captured, err := os.ReadFile(filepath.Join("..", "..", "detectors", "testdata", "gpu", "nvidia-smi-q-d-ecc-h100x1-captured.txt"))
+	captured, err := os.ReadFile(filepath.Join("..", "..", "..", "detectors", "testdata", "gpu", "nvidia-smi-q-d-ecc-h100x1-captured.txt"))
 	require.NoError(t, err)
 	_, section, ok := strings.Cut(string(captured), "GPU 00000000:00:06.0\n")
 	require.True(t, ok)
@@ -274,7 +274,7 @@ func TestFakeRootIsCapturedWhole(t *testing.T) {
 }
 
 func TestNPDConfigs(t *testing.T) {
-	w := &World{opts: Options{RepoRoot: "../../", Dir: t.TempDir()}, Speed: DefaultSpeed}
+	w := &World{opts: Options{RepoRoot: "../../../", Dir: t.TempDir()}, Speed: DefaultSpeed}
 	for _, name := range []string{"xid.json", "dstate.json"} {
 		p, err := w.npdConfig("gpu-node-000", name, "/bin/kubemedic-detect", []string{"--root=/r", "--state-dir=/r/s"})
 		require.NoError(t, err)
@@ -307,7 +307,7 @@ func TestNPDConfigs(t *testing.T) {
 // TestAlertmanagerConfig: the shipped receiver, pointed at the local
 // bridge with its token file, with durations divided and matchers intact.
 func TestAlertmanagerConfig(t *testing.T) {
-	w := &World{opts: Options{RepoRoot: "../../", Dir: "/d"}, Speed: DefaultSpeed, bridgeAddr: "127.0.0.1:9"}
+	w := &World{opts: Options{RepoRoot: "../../../", Dir: "/d"}, Speed: DefaultSpeed, bridgeAddr: "127.0.0.1:9"}
 	out, err := w.alertmanagerConfig()
 	require.NoError(t, err)
 	var cfg map[string]any
@@ -323,7 +323,7 @@ func TestAlertmanagerConfig(t *testing.T) {
 // storm guard, accepted by the alertbridge's own strict decoder.
 func TestAlertbridgeConfig(t *testing.T) {
 	for _, standIn := range []bool{true, false} {
-		w := &World{opts: Options{RepoRoot: "../../"}, Speed: DefaultSpeed, repo: "someone/gpus"}
+		w := &World{opts: Options{RepoRoot: "../../../"}, Speed: DefaultSpeed, repo: "someone/gpus"}
 		if standIn {
 			w.GitHub = &ghfake.Fake{}
 		}
@@ -342,7 +342,7 @@ func TestAlertbridgeConfig(t *testing.T) {
 // TestOKReasons: the reasons the simulator clears conditions with are the
 // ones deploy/npd's monitors give when their check passes.
 func TestOKReasons(t *testing.T) {
-	files, err := filepath.Glob("../../deploy/npd/*.json")
+	files, err := filepath.Glob("../../../deploy/npd/*.json")
 	require.NoError(t, err)
 	seen := map[string]string{}
 	for _, f := range files {
@@ -362,7 +362,7 @@ func TestOKReasons(t *testing.T) {
 
 // TestRuleFile: every group of the shipped PrometheusRule, "for:" divided.
 func TestRuleFile(t *testing.T) {
-	w := &World{opts: Options{RepoRoot: "../../"}, Speed: DefaultSpeed}
+	w := &World{opts: Options{RepoRoot: "../../../"}, Speed: DefaultSpeed}
 	b, err := w.ruleFile()
 	require.NoError(t, err)
 	var rf struct {

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Info is what a running demo tells `kubemedic demo inject|scenario` in
+// Info is what a running demo tells `kubemedic-demo inject|scenario` in
 // other terminals, through the state file next to its kubeconfig.
 type Info struct {
 	PID             int      `json:"pid"`

@@ -22,7 +22,7 @@ type Fault struct {
 	Help string
 }
 
-// Faults lists what Inject knows, in the order `kubemedic demo inject`
+// Faults lists what Inject knows, in the order `kubemedic-demo inject`
 // shows them.
 var Faults = []Fault{
 	{"xid", "fatal Xid 46 (GPU timeout) on GPU 0: the driver asks for a GPU reset"},

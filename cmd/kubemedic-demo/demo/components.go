@@ -282,7 +282,7 @@ func (w *World) alertbridgeConfig() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]byte("# Written by kubemedic demo from deploy/alertbridge/config.yaml.\n"), out...), nil
+	return append([]byte("# Written by kubemedic-demo from deploy/alertbridge/config.yaml.\n"), out...), nil
 }
 
 // startNPD runs one node-problem-detector per fake-root node, with the

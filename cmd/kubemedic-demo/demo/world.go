@@ -129,7 +129,7 @@ type World struct {
 	githubURL, githubTokenFile, repo string
 	// PrometheusURL and AlertmanagerURL are the monitoring UIs/APIs.
 	PrometheusURL, AlertmanagerURL string
-	// ControlURL serves inject and the Slack log to `kubemedic demo`
+	// ControlURL serves inject and the Slack log to `kubemedic-demo`
 	// commands in other terminals.
 	ControlURL string
 	Speed      int

@@ -35,7 +35,7 @@ type Scenario struct {
 	run     func(ctx context.Context, s *Session) error
 }
 
-// Scenarios lists the stories, in the order of `kubemedic demo scenario`.
+// Scenarios lists the stories, in the order of `kubemedic-demo scenario`.
 var Scenarios = []Scenario{
 	{"xid", "fatal Xid → drain → GPU reset → verified → uncordoned; the evicted pod's owner hears on Slack; the alert's issue is filed and closed", 2 * time.Minute, runXid},
 	{"driver-reset", "a GSP fault with every ECC counter 0: the driver asks for a GPU reset → one ladder (gpu-recovery-reset, not also gpu-xid-reset) → drain → reset → verified once the driver reads None → uncordoned", 2 * time.Minute, runDriverReset},
@@ -207,7 +207,7 @@ func runEscalate(ctx context.Context, s *Session) error {
 Handed to a person: node %[1]s is quarantined, and issue #%[2]d lists every attempt (%[3]s).
 Closing the issue (its Close button on that page) does not release the node: kubemedic never
 touches a quarantined node again.
-Replace the GPU (in the demo: kubemedic demo inject replace-gpu %[1]s), then take the documented
+Replace the GPU (in the demo: kubemedic-demo inject replace-gpu %[1]s), then take the documented
 manual step (docs/runbooks.md, KubemedicNodeQuarantined):
 
     kubectl taint node %[1]s %[4]s-
@@ -337,7 +337,7 @@ func (s *Session) breakerHolds(ctx context.Context, policy string) error {
 		return nil
 	}
 	return fmt.Errorf("the circuit breaker of %s is open (%s), so it starts nothing: this is the breaker doing its job. "+
-		"A quarantined node that is still unhealthy counts too (after escalate: kubemedic demo inject replace-gpu, then the manual step; "+
+		"A quarantined node that is still unhealthy counts too (after escalate: kubemedic-demo inject replace-gpu, then the manual step; "+
 		"the breaker closes after its cooldown). kubemedic status shows it", policy, c.Message)
 }
 

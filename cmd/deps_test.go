@@ -1,0 +1,193 @@
+package cmd_test
+
+import (
+	"os/exec"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/kubemedic/kubemedic"
+
+// shipped are the binaries that ship, in images or as the ops CLI; demo
+// is the one that does not. A binary under cmd/ in neither list fails the
+// test, so that a new one is classified when it is added.
+var (
+	shipped = []string{"kubemedic", "kubemedic-detect", "kubemedic-remediator", "kubemedic-alertbridge", "kubemedic-janitor", "kubemedic-diag"}
+	demo    = "kubemedic-demo"
+)
+
+// forbidden are what no shipped binary may link: test code, stand-ins for
+// the external edges, and the local cluster that runs envtest. A path
+// ending in "/" forbids everything under it.
+var forbidden = []string{
+	module + "/test/",
+	module + "/cmd/kubemedic-demo/",
+	module + "/alertbridge/ghfake",
+	module + "/internal/notify/notifytest",
+	module + "/internal/localcluster",
+	"sigs.k8s.io/controller-runtime/pkg/envtest",
+	"github.com/slack-go/slack/slacktest",
+}
+
+// rules are the layering rules of single packages and binaries, beyond
+// forbidden: what the package may not link (a path ending in "/" forbids
+// everything under it), and, when only is set, the only module packages it
+// may link.
+var rules = []struct {
+	pkg, why string
+	never    []string
+	only     []string
+}{
+	{
+		pkg: module + "/cmd/kubemedic-detect",
+		why: "the node binary runs as an NPD plugin on every node: no control-plane code and no Kubernetes client library, so that it starts in milliseconds",
+		never: []string{
+			module + "/remediator/", module + "/alertbridge/", module + "/janitor/", module + "/policies",
+			"k8s.io/", "sigs.k8s.io/",
+		},
+		only: []string{module + "/detectors/", module + "/internal/gpuwire", module + "/cmd/kubemedic-detect"},
+	},
+	{
+		pkg:   module + "/remediator/plan",
+		why:   "the planner is pure: no S3 client, no API client, no node-side capture program",
+		never: []string{"github.com/minio/", module + "/remediator/diagnostics/capture", module + "/remediator/diagnostics/store", "sigs.k8s.io/controller-runtime/pkg/client", "k8s.io/client-go/rest"},
+	},
+	{
+		pkg:   module + "/cmd/kubemedic",
+		why:   "the ops CLI (status, policy simulate, janitor plan, diag) reads the cluster and links no S3 client: diag downloads through a presigned link",
+		never: []string{"github.com/minio/"},
+	},
+	{
+		pkg:   module + "/internal/gpuwire",
+		why:   "the wire format is a leaf both the node binary and the remediator import",
+		never: []string{module + "/"},
+	},
+}
+
+// deps lists the dependencies of every package under cmd/ and of the
+// packages the rules name.
+func deps(t *testing.T) map[string][]string {
+	t.Helper()
+	args := []string{"list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, module + "/cmd/..."}
+	for _, r := range rules {
+		args = append(args, r.pkg)
+	}
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+	}
+	m := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		if f := strings.Fields(line); len(f) > 0 {
+			m[f[0]] = f[1:]
+		}
+	}
+	return m
+}
+
+// matches reports whether dep is p, or under p when p ends in "/".
+func matches(dep, p string) bool {
+	if strings.HasSuffix(p, "/") {
+		return strings.HasPrefix(dep, p) || dep+"/" == p
+	}
+	return dep == p
+}
+
+func firstMatch(dep string, ps []string) (string, bool) {
+	for _, p := range ps {
+		if matches(dep, p) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// TestShippedBinariesLinkNoStandIns: no shipped binary links test code, a
+// stand-in or envtest; only kubemedic-demo does, and every package under
+// cmd/ belongs to one of them.
+func TestShippedBinariesLinkNoStandIns(t *testing.T) {
+	d := deps(t)
+
+	// The listing must be real, or the checks below pass by checking
+	// nothing: the demo links what the others may not.
+	for _, want := range []string{module + "/internal/localcluster", module + "/alertbridge/ghfake", module + "/internal/notify/notifytest", "sigs.k8s.io/controller-runtime/pkg/envtest"} {
+		if !slices.Contains(d[module+"/cmd/"+demo], want) {
+			t.Errorf("cmd/%s does not link %s; the dependency listing is wrong", demo, want)
+		}
+	}
+
+	var binaries []string
+	for pkg := range d {
+		rest, ok := strings.CutPrefix(pkg, module+"/cmd/")
+		if !ok || strings.Contains(rest, "/") {
+			continue
+		}
+		binaries = append(binaries, rest)
+		if rest != demo && !slices.Contains(shipped, rest) {
+			t.Errorf("cmd/%s is neither shipped nor the demo: add it to shipped in %s", rest, "cmd/deps_test.go")
+		}
+	}
+	sort.Strings(binaries)
+	for _, bin := range append([]string{demo}, shipped...) {
+		if !slices.Contains(binaries, bin) {
+			t.Errorf("go list did not list cmd/%s", bin)
+		}
+	}
+
+	for _, bin := range shipped {
+		for _, dep := range d[module+"/cmd/"+bin] {
+			if p, bad := firstMatch(dep, forbidden); bad {
+				t.Errorf("%s links %s (forbidden: %s)", bin, dep, p)
+			}
+			if rest, ok := strings.CutPrefix(dep, module+"/"); ok && strings.HasSuffix(path.Base(rest), "test") {
+				t.Errorf("%s links %s: a package named *test is test code", bin, dep)
+			}
+		}
+	}
+}
+
+// TestLayers checks the rules: each package or binary links only what its
+// job needs.
+func TestLayers(t *testing.T) {
+	d := deps(t)
+	for _, r := range rules {
+		ds, ok := d[r.pkg]
+		if !ok || len(ds) == 0 {
+			t.Errorf("go list did not list %s", r.pkg)
+			continue
+		}
+		for _, dep := range ds {
+			if p, bad := firstMatch(dep, r.never); bad {
+				t.Errorf("%s links %s (never %s): %s", r.pkg, dep, p, r.why)
+			}
+			if r.only != nil && strings.HasPrefix(dep, module+"/") {
+				if _, ok := firstMatch(dep, r.only); !ok {
+					t.Errorf("%s links %s, outside %v: %s", r.pkg, dep, r.only, r.why)
+				}
+			}
+		}
+	}
+}
+
+// TestMatches: the matcher the rules rely on.
+func TestMatches(t *testing.T) {
+	for _, tc := range []struct {
+		dep, p string
+		want   bool
+	}{
+		{module + "/test/harness", module + "/test/", true},
+		{module + "/test", module + "/test/", true},
+		{module + "/testsupport", module + "/test/", false},
+		{module + "/alertbridge/ghfake", module + "/alertbridge/ghfake", true},
+		{module + "/alertbridge/ghfakex", module + "/alertbridge/ghfake", false},
+		{"k8s.io/api/core/v1", "k8s.io/", true},
+		{"sigs.k8s.io/yaml", "k8s.io/", false},
+	} {
+		if got := matches(tc.dep, tc.p); got != tc.want {
+			t.Errorf("matches(%q, %q) = %v, want %v", tc.dep, tc.p, got, tc.want)
+		}
+	}
+}
