@@ -36,7 +36,7 @@ type OperationReconciler struct {
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
 	Metrics  *Metrics
-	// Drainer evicts and deletes pods for the drain (a *drain.Evictor,
+	// Drainer evicts and deletes pods for the drain (an *evict.Evictor,
 	// whose client does not wait out a disruption budget's Retry-After
 	// inside one call).
 	Drainer drain.Runner

@@ -26,7 +26,7 @@ import (
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/devicetaint"
-	"github.com/kubemedic/kubemedic/remediator/drain"
+	"github.com/kubemedic/kubemedic/remediator/drain/evict"
 	"github.com/kubemedic/kubemedic/remediator/evidence"
 	"github.com/kubemedic/kubemedic/remediator/rung"
 	"github.com/kubemedic/kubemedic/remediator/stackhealth"
@@ -109,7 +109,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("set up the policy controller: %w", err)
 	}
 
-	evictor, err := drain.NewEvictor(mgr.GetConfig(), mgr.GetScheme())
+	evictor, err := evict.NewEvictor(mgr.GetConfig(), mgr.GetScheme())
 	if err != nil {
 		return fmt.Errorf("set up the evictor: %w", err)
 	}

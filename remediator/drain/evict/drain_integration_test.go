@@ -1,4 +1,4 @@
-package drain_test
+package evict_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/drain"
+	"github.com/kubemedic/kubemedic/remediator/drain/evict"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
 
@@ -49,7 +50,7 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 	c := &cluster{t: t, env: env, ctx: log.IntoContext(t.Context(), testr.New(t))}
 	nodes, err := env.CreateGPUNodes(c.ctx, 3, localcluster.NodeSpec{NamePrefix: "drain"})
 	require.NoError(t, err)
-	ev, err := drain.NewEvictor(env.Config, env.Scheme)
+	ev, err := evict.NewEvictor(env.Config, env.Scheme)
 	require.NoError(t, err)
 
 	t.Run("evict mode, blocked by a budget until it allows", func(t *testing.T) {
@@ -93,7 +94,7 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		require.Equal(t, 4, d.Ignored, "DaemonSet, mirror, operation and finished Job pods")
 		require.Equal(t, started.Add(10*time.Minute), d.Next)
 
-		stopped, blocked, err := drain.Run(c.ctx, ev, d)
+		stopped, blocked, err := evict.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Equal(t, []string{key(trainer).String() + ": Cannot evict pod as it would violate the pod's disruption budget: " +
 			"The disruption budget trainer needs 1 healthy pods and has 1 currently"}, blocked)
@@ -106,7 +107,7 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		d = c.plan(node, spec, started, started.Add(time.Minute))
 		require.Equal(t, []types.NamespacedName{key(trainer)}, d.Evict)
 		require.Equal(t, fmt.Sprintf("evicting 1 pod; 1 skipped; 4 ignored; waiting for %s", key(trainer)), d.Message)
-		stopped, blocked, err = drain.Run(c.ctx, ev, d)
+		stopped, blocked, err = evict.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Len(t, blocked, 1)
 		require.Empty(t, stopped)
@@ -123,8 +124,8 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 			c.setBudgetStatus(extra, 2, 2, 1)
 			out, err := ev.Evict(c.ctx, key(trainer))
 			require.NoError(t, err)
-			require.Equal(t, drain.Outcome{
-				Result:  drain.ResultBlocked,
+			require.Equal(t, evict.Outcome{
+				Result:  evict.ResultBlocked,
 				Message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
 			}, out)
 			require.NoError(t, c.env.Client.Delete(c.ctx, extra))
@@ -142,8 +143,8 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 			require.NoError(t, err)
 			// The server says Retry-After: 10; the Evictor does not sleep on it.
 			require.Less(t, time.Since(begin), 5*time.Second)
-			require.Equal(t, drain.Outcome{
-				Result:  drain.ResultBlocked,
+			require.Equal(t, evict.Outcome{
+				Result:  evict.ResultBlocked,
 				Message: "Cannot evict pod as it would violate the pod's disruption budget: The disruption budget trainer is still being processed by the server.",
 			}, out)
 		})
@@ -151,7 +152,7 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		// The replica elsewhere became Ready: one disruption allowed.
 		c.setBudgetStatus(pdb, 2, 2, 1)
 		d = c.plan(node, spec, started, started.Add(2*time.Minute))
-		stopped, blocked, err = drain.Run(c.ctx, ev, d)
+		stopped, blocked, err = evict.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Empty(t, blocked)
 		require.Equal(t, []drain.Stopped{{Pod: key(trainer), UID: trainer.UID}}, stopped)
@@ -183,7 +184,7 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 
 		d := c.plan(node, spec, started, started)
 		require.Equal(t, []types.NamespacedName{key(cache), key(notebook)}, d.Evict)
-		stopped, blocked, err := drain.Run(c.ctx, ev, d)
+		stopped, blocked, err := evict.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Len(t, blocked, 1)
 		require.Contains(t, blocked[0], key(notebook).String()+": Cannot evict pod")
@@ -193,7 +194,7 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		d = c.plan(node, spec, started, started.Add(30*time.Second))
 		require.Equal(t, []types.NamespacedName{key(notebook)}, d.Evict, "evicted again before the timeout")
 		require.Empty(t, d.Delete)
-		stopped, blocked, err = drain.Run(c.ctx, ev, d)
+		stopped, blocked, err = evict.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Len(t, blocked, 1)
 		require.Empty(t, stopped)
@@ -203,7 +204,7 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		require.Equal(t, []types.NamespacedName{key(notebook)}, d.Delete)
 		require.Equal(t, started.Add(time.Minute+drain.DeleteGrace), d.Next)
 		require.Equal(t, "deleting 1 pod after the 1m0s timeout; waiting for "+key(notebook).String(), d.Message)
-		stopped, blocked, err = drain.Run(c.ctx, ev, d)
+		stopped, blocked, err = evict.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Empty(t, blocked)
 		require.Equal(t, []drain.Stopped{{Pod: key(notebook), UID: notebook.UID, Deleted: true}}, stopped)
@@ -227,13 +228,13 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 
 		out, err := ev.Evict(c.ctx, key(p))
 		require.NoError(t, err)
-		require.Equal(t, drain.ResultEvicted, out.Result, "despite disruptionsAllowed 0")
+		require.Equal(t, evict.ResultEvicted, out.Result, "despite disruptionsAllowed 0")
 		require.NotNil(t, c.get(p).DeletionTimestamp)
 
 		// Evicting a pod that is already terminating goes through as well.
 		out, err = ev.Evict(c.ctx, key(p))
 		require.NoError(t, err)
-		require.Equal(t, drain.ResultEvicted, out.Result)
+		require.Equal(t, evict.ResultEvicted, out.Result)
 	})
 
 	t.Run("a pod replaced under the same name is left alone", func(t *testing.T) {
@@ -252,12 +253,12 @@ func TestDrainOnRealAPIServer(t *testing.T) {
 		c.waitReady(replacement)
 		require.NotEqual(t, old.UID, replacement.UID)
 
-		stopped, blocked, err := drain.Run(c.ctx, ev, d)
+		stopped, blocked, err := evict.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Empty(t, blocked)
 		require.Empty(t, stopped, "the UID precondition failed: nothing was stopped")
 		d.Delete, d.Evict = d.Evict, nil
-		stopped, _, err = drain.Run(c.ctx, ev, d)
+		stopped, _, err = evict.Run(c.ctx, ev, d)
 		require.NoError(t, err)
 		require.Empty(t, stopped)
 		require.Nil(t, c.get(replacement).DeletionTimestamp, "neither evicted nor deleted")

@@ -1,12 +1,14 @@
-package drain
+package evict
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/testr"
 	"github.com/stretchr/testify/require"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/drain"
 )
 
 // The errors below are built the way the API server's eviction handler
@@ -208,11 +211,11 @@ func TestRun(t *testing.T) {
 	ev := &Evictor{Client: c}
 
 	pods := []corev1.Pod{pod("ns/a"), pod("ns/blocked"), pod("ns/throttled"), pod("ns/replaced"), pod("ns/c"), pod("ns/gone")}
-	d, err := Plan(pods, v1alpha1.DrainSpec{}, t0, t0)
+	d, err := drain.Plan(pods, v1alpha1.DrainSpec{}, t0, t0)
 	require.NoError(t, err)
 
 	stopped, blocked, err := Run(testCtx(t), ev, d)
-	require.Equal(t, []Stopped{{Pod: nn("ns/a"), UID: "uid-ns-a"}, {Pod: nn("ns/c"), UID: "uid-ns-c"}}, stopped,
+	require.Equal(t, []drain.Stopped{{Pod: nn("ns/a"), UID: "uid-ns-a"}, {Pod: nn("ns/c"), UID: "uid-ns-c"}}, stopped,
 		"only the evictions the API server accepted: not the blocked, throttled, replaced or vanished pods")
 	require.Equal(t, []string{"ns/blocked: Cannot evict pod as it would violate the pod's disruption budget: The disruption budget trainer needs 2 healthy pods and has 2 currently"}, blocked)
 	require.EqualError(t, err, "evict pod ns/throttled: Too many requests, please try again later.", "one failure does not stop the others")
@@ -227,13 +230,13 @@ func TestRun(t *testing.T) {
 	t.Run("deletions after the timeout", func(t *testing.T) {
 		pods := []corev1.Pod{pod("ns/old"), pod("ns/undeletable"), pod("ns/del-replaced"), pod("ns/vanished")}
 		spec := v1alpha1.DrainSpec{Mode: v1alpha1.DrainDeleteAfterTimeout}
-		d, err := Plan(pods, spec, t0, t0.Add(policies.DefaultDrainTimeout))
+		d, err := drain.Plan(pods, spec, t0, t0.Add(policies.DefaultDrainTimeout))
 		require.NoError(t, err)
 		require.Len(t, d.Delete, 4)
 
 		stopped, blocked, err := Run(testCtx(t), ev, d)
 		require.Empty(t, blocked)
-		require.Equal(t, []Stopped{{Pod: nn("ns/old"), UID: "uid-ns-old", Deleted: true}}, stopped,
+		require.Equal(t, []drain.Stopped{{Pod: nn("ns/old"), UID: "uid-ns-old", Deleted: true}}, stopped,
 			"only the deletion the API server accepted: not the replaced, failed or vanished pods")
 		require.EqualError(t, err, "delete pod ns/undeletable: Internal error occurred: etcdserver: leader changed")
 		require.Equal(t, []string{"del-replaced uid-ns-del-replaced", "old uid-ns-old", "undeletable uid-ns-undeletable", "vanished uid-ns-vanished"}, srv.deleted)
@@ -253,20 +256,20 @@ func TestRun(t *testing.T) {
 				return err
 			},
 		})}
-		d := Decision{Evict: nns("ns/x", "ns/y"), Delete: nns("ns/z"), UIDs: map[types.NamespacedName]types.UID{nn("ns/x"): "uid-ns-x"}}
+		d := drain.Decision{Evict: nns("ns/x", "ns/y"), Delete: nns("ns/z"), UIDs: map[types.NamespacedName]types.UID{nn("ns/x"): "uid-ns-x"}}
 		stopped, _, err := Run(ctx, ev, d)
 		require.ErrorIs(t, err, context.Canceled)
-		require.Equal(t, []Stopped{{Pod: nn("ns/x"), UID: "uid-ns-x"}}, stopped)
+		require.Equal(t, []drain.Stopped{{Pod: nn("ns/x"), UID: "uid-ns-x"}}, stopped)
 		require.Equal(t, []string{"x uid-ns-x"}, srv.evicted)
 	})
 
 	t.Run("a deletion the server accepted is a stopped pod, an eviction after it is not run", func(t *testing.T) {
 		srv := &fakeServer{}
 		ev := &Evictor{Client: srv.client(t, "x", "y")}
-		stopped, blocked, err := Run(testCtx(t), ev, Decision{Evict: nns("ns/x"), Delete: nns("ns/y")})
+		stopped, blocked, err := Run(testCtx(t), ev, drain.Decision{Evict: nns("ns/x"), Delete: nns("ns/y")})
 		require.NoError(t, err)
 		require.Empty(t, blocked)
-		require.Equal(t, []Stopped{{Pod: nn("ns/x")}, {Pod: nn("ns/y"), Deleted: true}}, stopped, "evictions first, then deletions; no UIDs in the decision, none in the answer")
+		require.Equal(t, []drain.Stopped{{Pod: nn("ns/x")}, {Pod: nn("ns/y"), Deleted: true}}, stopped, "evictions first, then deletions; no UIDs in the decision, none in the answer")
 	})
 
 	t.Run("several failures are all reported", func(t *testing.T) {
@@ -275,7 +278,7 @@ func TestRun(t *testing.T) {
 			"y": apierrors.NewInternalError(errors.New("boom y")),
 		}}
 		ev := &Evictor{Client: srv.client(t, "x", "y")}
-		stopped, _, err := Run(testCtx(t), ev, Decision{Evict: nns("ns/x", "ns/y")})
+		stopped, _, err := Run(testCtx(t), ev, drain.Decision{Evict: nns("ns/x", "ns/y")})
 		require.Empty(t, stopped)
 		require.ErrorContains(t, err, "evict pod ns/x: Internal error occurred: boom x")
 		require.ErrorContains(t, err, "evict pod ns/y: Internal error occurred: boom y")
@@ -286,7 +289,7 @@ func TestRun(t *testing.T) {
 		ev := &Evictor{Client: srv.client(t, "x", "y")}
 		ctx, cancel := context.WithCancel(testCtx(t))
 		cancel()
-		stopped, _, err := Run(ctx, ev, Decision{Evict: nns("ns/x", "ns/y"), Delete: nns("ns/z")})
+		stopped, _, err := Run(ctx, ev, drain.Decision{Evict: nns("ns/x", "ns/y"), Delete: nns("ns/z")})
 		require.Empty(t, stopped)
 		require.ErrorIs(t, err, context.Canceled)
 		require.EqualError(t, err, "evict pods: context canceled")
@@ -297,7 +300,7 @@ func TestRun(t *testing.T) {
 	t.Run("a failed or done decision does nothing", func(t *testing.T) {
 		srv := &fakeServer{}
 		ev := &Evictor{Client: srv.client(t, "x")}
-		for _, d := range []Decision{{Done: true}, {Failed: true, Remaining: 1, Message: "drain timed out"}} {
+		for _, d := range []drain.Decision{{Done: true}, {Failed: true, Remaining: 1, Message: "drain timed out"}} {
 			stopped, blocked, err := Run(testCtx(t), ev, d)
 			require.NoError(t, err)
 			require.Empty(t, blocked)
@@ -326,5 +329,31 @@ func TestBudgetRefusalNeedsAnAPIStatus(t *testing.T) {
 	require.Contains(t, msg, "needs 2 healthy pods")
 }
 
+// t0 is when the drains of these tests start.
+var t0 = time.Date(2026, 11, 21, 3, 0, 0, 0, time.UTC)
+
+// pod returns a running pod "ns/name" with the UID "uid-ns-name", which is
+// what the fake server gives the pods it holds.
+func pod(key string) corev1.Pod {
+	ns, name, _ := strings.Cut(key, "/")
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + ns + "-" + name)},
+		Spec:       corev1.PodSpec{NodeName: "gpu-node-000"},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+// nns returns the keys "ns/name" as NamespacedNames.
+func nns(keys ...string) []types.NamespacedName {
+	out := make([]types.NamespacedName, len(keys))
+	for i, k := range keys {
+		out[i] = nn(k)
+	}
+	return out
+}
+
 // nn is the key "ns/name" as a NamespacedName.
-func nn(key string) types.NamespacedName { return nns(key)[0] }
+func nn(key string) types.NamespacedName {
+	ns, name, _ := strings.Cut(key, "/")
+	return types.NamespacedName{Namespace: ns, Name: name}
+}

@@ -1,4 +1,4 @@
-package drain
+package evict
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubemedic/kubemedic/remediator/drain"
 )
 
 // Result is what became of one eviction.
@@ -155,48 +157,27 @@ func causeList(s metav1.Status) []metav1.StatusCause {
 	return s.Details.Causes
 }
 
-// Runner performs a drain decision: the seam between the operation
-// controller and the API server's eviction and pod deletion, as
-// EvictionConfig is the seam to the transport. *Evictor is the real one.
-type Runner interface {
-	// Run performs d as the package's Run does.
-	Run(ctx context.Context, d Decision) (stopped []Stopped, blocked []string, err error)
-}
-
-var _ Runner = (*Evictor)(nil)
+var _ drain.Runner = (*Evictor)(nil)
 
 // Run performs d's evictions and deletions through the API server; see the
-// package-level Run.
-func (e *Evictor) Run(ctx context.Context, d Decision) ([]Stopped, []string, error) {
+// package-level Run. It makes *Evictor the drain.Runner the operation
+// controller uses.
+func (e *Evictor) Run(ctx context.Context, d drain.Decision) ([]drain.Stopped, []string, error) {
 	return Run(ctx, e, d)
-}
-
-// Stopped is a pod that Run stopped: the API server accepted its eviction
-// or its deletion in that call. A pod that was gone already, or that a
-// budget refused, is not one.
-type Stopped struct {
-	// Pod is the pod's namespace and name.
-	Pod types.NamespacedName
-	// UID is the UID the eviction or deletion was conditioned on (from
-	// Decision.UIDs; empty when the decision had none).
-	UID types.UID
-	// Deleted is true for a pod deleted after the drain timeout, bypassing
-	// its disruption budgets; false for an eviction.
-	Deleted bool
 }
 
 // Run performs a decision's evictions, then its deletions, each pod only
 // while it has the UID in d.UIDs. It goes on past failures and returns the
 // pods it stopped (evicted or deleted, in that order), the pods a disruption
 // budget blocked ("ns/name: message") and the other failures aggregated. A
-// blocked pod is not an error: Plan evicts it again at the next pass. When
-// ctx ends Run stops and returns its error with the others, and the pods it
-// stopped until then.
+// blocked pod is not an error: drain.Plan evicts it again at the next pass.
+// When ctx ends Run stops and returns its error with the others, and the
+// pods it stopped until then.
 //
 // An eviction or deletion whose answer was lost (a timeout, a broken
 // connection) is an error, not a stopped pod, even if the API server did
 // act on it.
-func Run(ctx context.Context, ev *Evictor, d Decision) (stopped []Stopped, blocked []string, err error) {
+func Run(ctx context.Context, ev *Evictor, d drain.Decision) (stopped []drain.Stopped, blocked []string, err error) {
 	logger := log.FromContext(ctx)
 	var errs []error
 	for _, nn := range d.Evict {
@@ -212,7 +193,7 @@ func Run(ctx context.Context, ev *Evictor, d Decision) (stopped []Stopped, block
 			logger.V(1).Info("Eviction blocked by a disruption budget", "pod", klog.KRef(nn.Namespace, nn.Name), "reason", out.Message)
 			blocked = append(blocked, nn.String()+": "+out.Message)
 		case out.Result == ResultEvicted:
-			stopped = append(stopped, Stopped{Pod: nn, UID: d.UIDs[nn]})
+			stopped = append(stopped, drain.Stopped{Pod: nn, UID: d.UIDs[nn]})
 		}
 	}
 	for _, nn := range d.Delete {
@@ -225,7 +206,7 @@ func Run(ctx context.Context, ev *Evictor, d Decision) (stopped []Stopped, block
 		case err != nil:
 			errs = append(errs, err)
 		case deleted:
-			stopped = append(stopped, Stopped{Pod: nn, UID: d.UIDs[nn], Deleted: true})
+			stopped = append(stopped, drain.Stopped{Pod: nn, UID: d.UIDs[nn], Deleted: true})
 		}
 	}
 	return stopped, blocked, utilerrors.NewAggregate(errs)
