@@ -120,17 +120,6 @@ func (r *OperationReconciler) emit(op *v1alpha1.NodeOperation, node *corev1.Node
 	}
 }
 
-// onEffect are the Events to emit as soon as their effect is made.
-func onEffect(events []plan.Event) []plan.Event {
-	var out []plan.Event
-	for _, e := range events {
-		if e.OnEffect {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // advanced is what the steps of one pass leave to do once the status is
 // written.
 type advanced struct {
@@ -157,11 +146,9 @@ func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOper
 			return out, err
 		}
 		t := plan.Advance(st.in)
-		if t.Effect == plan.EffectMachineRequest && len(out.events) > 0 {
-			// The request's Event is told when it is made, and the steps
-			// before it (a cordon, a drain) only after the status write:
-			// first write and tell those, so that the Events keep their
-			// order.
+		if plan.HoldForEvents(t.Effect, len(out.events)) {
+			// First write and tell the steps before it, so that the Events
+			// keep their order.
 			out.requeue = shortest(out.requeue, time.Second)
 			return out, nil
 		}
@@ -178,7 +165,8 @@ func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOper
 		}
 		// The effect is made: told now, as the status write that follows
 		// may fail, and its retry does not make it again.
-		r.emit(op, st.in.Node, onEffect(t.Events))
+		onEffect, later := plan.SplitEvents(t.Events)
+		r.emit(op, st.in.Node, onEffect)
 		if t.Status.Phase != op.Status.Phase {
 			log.FromContext(ctx).Info("Advancing operation", "from", op.Status.Phase, "to", t.Status.Phase, "effect", t.Effect, "message", t.Status.Message)
 		}
@@ -187,11 +175,7 @@ func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOper
 			return out, err
 		}
 		op.Status = t.Status
-		for _, e := range t.Events {
-			if !e.OnEffect {
-				out.events = append(out.events, e)
-			}
-		}
+		out.events = append(out.events, later...)
 		out.afterWrite = append(out.afterWrite, r.metrics(op, t)...)
 		out.requeue = shortest(out.requeue, t.RequeueAfter)
 		if t.Effect == plan.EffectDeleteOperation {
@@ -399,7 +383,8 @@ func (r *OperationReconciler) effect(ctx context.Context, st *step, t *plan.Tran
 			if rung.Asked(err) {
 				// The BMC power-cycled the node: told, though the next
 				// pass asks again.
-				r.emit(op, st.in.Node, onEffect(t.Events))
+				onEffect, _ := plan.SplitEvents(t.Events)
+				r.emit(op, st.in.Node, onEffect)
 			}
 			return false, fmt.Errorf("operation %s: ask %s: %w", op.Name, t.Status.MachineRequest.Target, err)
 		}

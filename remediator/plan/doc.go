@@ -9,6 +9,9 @@
 //   - Advance: the NodeOperation lifecycle, one step at a time: the next
 //     phase and status, the one effect on the cluster that step needs
 //     (reserve, cordon, drain, create the pod, ...) and its Events;
+//   - SplitEvents and HoldForEvents: which of a step's Events are told as
+//     soon as its effect is made and which after the status write, and when
+//     a machine request waits, so that the Events keep the steps' order;
 //   - Verify: whether a node passed verification;
 //   - the circuit breaker and the maintenance windows (parsed by
 //     policies.ParseWindow, once, in Compile).

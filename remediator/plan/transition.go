@@ -112,6 +112,34 @@ type Transition struct {
 	Remediated time.Duration
 }
 
+// SplitEvents splits a transition's Events, each part in its order, into
+// those the controller emits as soon as the effect is made (OnEffect) and
+// those it emits after the status write that records the step. An Event of
+// an effect a retried pass never makes again (a machine asked) is told at
+// once, or a failed write would lose it; every other Event waits for the
+// write, as a pass whose write fails is retried, decides the step again
+// and tells it then.
+func SplitEvents(events []Event) (onEffect, afterWrite []Event) {
+	for _, e := range events {
+		if e.OnEffect {
+			onEffect = append(onEffect, e)
+		} else {
+			afterWrite = append(afterWrite, e)
+		}
+	}
+	return onEffect, afterWrite
+}
+
+// HoldForEvents reports whether a pass must stop before making effect,
+// when pending Events of its earlier steps (a cordon, a drain) still wait
+// for the status write. A machine request's Event is emitted as soon as
+// the request is made, so it would come before them: the controller writes
+// the status and emits them first, and makes the request in a pass a
+// second later, so that the Events keep the order of the steps.
+func HoldForEvents(effect Effect, pending int) bool {
+	return effect == EffectMachineRequest && pending > 0
+}
+
 // transition builds a Transition.
 type transition struct {
 	in AdvanceInput
