@@ -2,7 +2,7 @@
 // share: a log sink safe for concurrent writes, the tail of a long output
 // for failure messages, a poll that waits on real processes, and the
 // reset-gpu template's bus ID regex. Only tests
-// import it; the shipped binaries never do (cmd/kubemedic/cli/deps_test.go).
+// import it; the shipped binaries never do (cmd/deps_test.go).
 //
 // Waiting on the code's own state (a fake clock, a channel) is better than
 // polling; Eventually is for real processes and the kernel, where there is
