@@ -34,12 +34,13 @@ var forbidden = []string{
 
 // rules are the layering rules of single packages and binaries, beyond
 // forbidden: what the package may not link (a path ending in "/" forbids
-// everything under it), and, when only is set, the only module packages it
-// may link.
+// everything under it); when only is set, the only module packages it may
+// link; with stdlib, nothing but the standard library.
 var rules = []struct {
 	pkg, why string
 	never    []string
 	only     []string
+	stdlib   bool
 }{
 	{
 		pkg: module + "/cmd/kubemedic-detect",
@@ -61,17 +62,24 @@ var rules = []struct {
 		never: []string{"github.com/minio/"},
 	},
 	{
-		pkg:   module + "/internal/gpuwire",
-		why:   "the wire format is a leaf both the node binary and the remediator import",
-		never: []string{module + "/"},
+		pkg:    module + "/internal/gpuwire",
+		why:    "the wire format is a leaf both the node binary and the remediator import",
+		never:  []string{module + "/"},
+		stdlib: true,
+	},
+	{
+		pkg:   module + "/remediator/diagnostics",
+		why:   "what the parts agree on about evidence does no I/O: the planner imports it",
+		never: []string{"github.com/minio/", "os/exec", module + "/remediator/diagnostics/capture", module + "/remediator/diagnostics/store", "sigs.k8s.io/controller-runtime/pkg/client"},
 	},
 }
 
 // deps lists the dependencies of every package under cmd/ and of the
-// packages the rules name.
-func deps(t *testing.T) map[string][]string {
+// packages the rules name, and which of the packages listed are of the
+// standard library.
+func deps(t *testing.T) (map[string][]string, map[string]bool) {
 	t.Helper()
-	args := []string{"list", "-f", `{{.ImportPath}} {{join .Deps " "}}`, module + "/cmd/..."}
+	args := []string{"list", "-deps", "-f", `{{.ImportPath}} {{.Standard}} {{join .Deps " "}}`, module + "/cmd/..."}
 	for _, r := range rules {
 		args = append(args, r.pkg)
 	}
@@ -79,13 +87,16 @@ func deps(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
 	}
-	m := map[string][]string{}
+	m, standard := map[string][]string{}, map[string]bool{}
 	for line := range strings.Lines(string(out)) {
-		if f := strings.Fields(line); len(f) > 0 {
-			m[f[0]] = f[1:]
+		if f := strings.Fields(line); len(f) > 1 {
+			m[f[0]] = f[2:]
+			if f[1] == "true" {
+				standard[f[0]] = true
+			}
 		}
 	}
-	return m
+	return m, standard
 }
 
 // matches reports whether dep is p, or under p when p ends in "/".
@@ -109,7 +120,7 @@ func firstMatch(dep string, ps []string) (string, bool) {
 // stand-in or envtest; only kubemedic-demo does, and every package under
 // cmd/ belongs to one of them.
 func TestShippedBinariesLinkNoStandIns(t *testing.T) {
-	d := deps(t)
+	d, _ := deps(t)
 
 	// The listing must be real, or the checks below pass by checking
 	// nothing: the demo links what the others may not.
@@ -137,6 +148,19 @@ func TestShippedBinariesLinkNoStandIns(t *testing.T) {
 		}
 	}
 
+	// No package under cmd/, the demo's included, links test code: the
+	// demo gets its cluster from internal/localcluster, not test/harness.
+	for pkg, ds := range d {
+		if !strings.HasPrefix(pkg, module+"/cmd/") {
+			continue
+		}
+		for _, dep := range ds {
+			if matches(dep, module+"/test/") {
+				t.Errorf("%s links test code: %s", pkg, dep)
+			}
+		}
+	}
+
 	for _, bin := range shipped {
 		for _, dep := range d[module+"/cmd/"+bin] {
 			if p, bad := firstMatch(dep, forbidden); bad {
@@ -152,7 +176,7 @@ func TestShippedBinariesLinkNoStandIns(t *testing.T) {
 // TestLayers checks the rules: each package or binary links only what its
 // job needs.
 func TestLayers(t *testing.T) {
-	d := deps(t)
+	d, standard := deps(t)
 	for _, r := range rules {
 		ds, ok := d[r.pkg]
 		if !ok || len(ds) == 0 {
@@ -162,6 +186,9 @@ func TestLayers(t *testing.T) {
 		for _, dep := range ds {
 			if p, bad := firstMatch(dep, r.never); bad {
 				t.Errorf("%s links %s (never %s): %s", r.pkg, dep, p, r.why)
+			}
+			if r.stdlib && !standard[dep] {
+				t.Errorf("%s links %s, not of the standard library: %s", r.pkg, dep, r.why)
 			}
 			if r.only != nil && strings.HasPrefix(dep, module+"/") {
 				if _, ok := firstMatch(dep, r.only); !ok {

@@ -14,7 +14,7 @@
 //   - remediator/diagnostics/capture is the node-side program
 //     (kubemedic-diag): the capture's parts, the bundle, the node's spool;
 //   - remediator/diagnostics/store is the S3-compatible store's client;
-//   - remediator/controller is the remediator's side: capture pods, the
+//   - remediator/evidence is the remediator's side: capture pods, the
 //     must-gather, spooled bundles, flushes, links and retention.
 //
 // The flow, for one NodeOperation whose step names diagnostics:

@@ -68,16 +68,20 @@ func TestStoreIsBuiltOncePerSecret(t *testing.T) {
 	first, err := k.store(ctx)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
-	for range 8 {
+	got := make([]*diagstore.Store, 8)
+	errs := make([]error, 8)
+	for i := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := k.store(ctx)
-			require.NoError(t, err)
-			require.Same(t, first, st, "the same client for the same Secret")
+			got[i], errs[i] = k.store(ctx)
 		}()
 	}
 	wg.Wait()
+	for i := range 8 {
+		require.NoError(t, errs[i])
+		require.Same(t, first, got[i], "the same client for the same Secret")
+	}
 	require.Equal(t, []diagstore.Credentials{{AccessKey: "first", SecretKey: "first-secret"}}, built(), "built once")
 
 	// The Secret is rotated: the next use builds a client with the new keys.

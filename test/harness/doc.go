@@ -20,7 +20,7 @@
 // What must hold:
 //
 //   - Only tests and test/scale import it; no shipped binary does
-//     (cmd/deps_test.go checks every binary under cmd/).
+//     (cmd/deps_test.go checks every package under cmd/).
 //   - A missing binary fails the test and says to run `make testbin`; it
 //     never skips, because a skipped integration test is a green CI that
 //     tested nothing. Only -short mode skips integration tests.

@@ -24,7 +24,7 @@ type demoProc struct {
 	transcript []string
 }
 
-// buildDemo builds kubemedic and the binaries the demo runs, into one
+// buildDemo builds kubemedic-demo and the binaries the demo runs, into one
 // directory, once per test process; binDir is the testbin directory.
 func buildDemo(t *testing.T) (bin, binDir string) {
 	t.Helper()

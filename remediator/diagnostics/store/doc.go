@@ -5,6 +5,6 @@
 //
 // It never overwrites an object with other bytes, and never puts a secret
 // in an error or a log line. Both the node-side capture
-// (remediator/diagnostics/capture) and the remediator
-// (remediator/controller) use it; the pure planner must never link it.
+// (remediator/diagnostics/capture) and the remediator's diagnostics work
+// (remediator/evidence) use it; the pure planner must never link it.
 package store
