@@ -3,8 +3,9 @@
 // which rule holds (Judge), what the GPU metrics say (IdleFromMetrics),
 // what to do next in notice → grace → recheck → act (Next), and whether the
 // evidence a reclaim was decided on is too old to act on (EvidenceTooOld).
-// The controller and `kubemedic janitor plan` both call them, so the two
-// cannot drift.
+// The controller and `kubemedic janitor plan` both call the judging ones,
+// so the two cannot drift; EvidenceTooOld only the controller, as the plan
+// never acts.
 //
 // It must never make an API call, read the clock, or turn missing evidence
 // into a reason to act: a rule that cannot be judged is Unknown, and an
