@@ -3,7 +3,9 @@ package marker
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,19 +17,54 @@ import (
 // RollupKey is the key of a repository's roll-up issue.
 const RollupKey = "rollup"
 
+// MaxLength bounds what Append adds to a body, the marker line and its
+// blank line: a body of GitHub's limit less MaxLength always has room for
+// it. What does not fit is compacted (see Append), never written beyond it.
+const MaxLength = 4096
+
+// maxNodes bounds State.Nodes when the state must be compacted.
+const maxNodes = 32
+
 // State is the bridge's state of one issue, kept in its body.
 type State struct {
-	// Firing holds the sorted fingerprints firing at the last applied transition.
+	// Firing holds the sorted fingerprints firing at the last applied
+	// transition, unless they did not fit the marker: then Firing is nil
+	// and FiringCount and FiringDigest stand for them.
 	Firing []string `json:"f,omitempty"`
+	// FiringCount is the number of firing fingerprints left out of Firing.
+	FiringCount int `json:"fn,omitempty"`
+	// FiringDigest is FiringDigest(fingerprints) of those left out.
+	FiringDigest string `json:"fd,omitempty"`
 	// Applied is the journal entry whose transition this body reflects.
 	Applied string `json:"a,omitempty"`
 	// LastComment is the digest of the last timeline comment.
 	LastComment string `json:"c,omitempty"`
-	// Members are the alert groups of a roll-up issue, by key hash.
-	Members []Member `json:"m,omitempty"`
+	// Members are the alert groups of a roll-up issue, by key hash: all of
+	// them, or when they did not fit the marker the first ones (in the
+	// order given), MembersTotal saying how many there are. The bridge's
+	// local roll-up file always holds them all.
+	Members      []Member `json:"m,omitempty"`
+	MembersTotal int      `json:"mt,omitempty"`
 	// Nodes are the nodes the group's alerts name, sorted: the join to
-	// their NodeOperations' diagnostics bundles.
+	// their NodeOperations' diagnostics bundles. At most maxNodes of them
+	// when the state had to be compacted.
 	Nodes []string `json:"nd,omitempty"`
+}
+
+// FiringTotal is how many alerts fired at the last applied transition,
+// whether Firing holds them or only their count.
+func (st State) FiringTotal() int {
+	if st.Firing == nil {
+		return st.FiringCount
+	}
+	return len(st.Firing)
+}
+
+// FiringDigest identifies a sorted set of fingerprints, for comparing a
+// firing set with one compacted out of a marker.
+func FiringDigest(fps []string) string {
+	h := sha256.Sum256([]byte(strings.Join(fps, ",")))
+	return hex.EncodeToString(h[:16])
 }
 
 // Member is one alert group that the storm guard sent to a roll-up issue.
@@ -47,14 +84,71 @@ var (
 )
 
 // Append returns body followed by the marker for key and state. Any marker
-// already in body is removed first.
+// already in body is removed first. The marker, with the blank line before
+// it, is at most MaxLength bytes: a state that would make it longer is
+// compacted first, in this order, until it fits:
+//   - Firing becomes FiringCount and FiringDigest;
+//   - Nodes keeps its first maxNodes;
+//   - Members keeps as many of its first members as fit, MembersTotal
+//     counting them all.
+//
+// A state that still does not fit (a key of hundreds of bytes) is an
+// error.
 func Append(body, key string, st State) (string, error) {
-	data, err := encode(st)
+	line, err := Line(key, st)
 	if err != nil {
 		return "", err
 	}
 	body = strings.TrimRight(markerRE.ReplaceAllString(body, ""), "\n")
-	return fmt.Sprintf("%s\n\n<!-- kubemedic-alertbridge key=%s state=%s -->\n", body, key, data), nil
+	return body + line, nil
+}
+
+// Line is what Append adds to a body for key and st: a blank line and the
+// marker line, compacted to at most MaxLength bytes.
+func Line(key string, st State) (string, error) {
+	full, err := encodeLine(key, st)
+	if err != nil || len(full) <= MaxLength {
+		return full, err
+	}
+	if st.Firing != nil {
+		st.FiringCount, st.FiringDigest, st.Firing = len(st.Firing), FiringDigest(st.Firing), nil
+	}
+	if len(st.Nodes) > maxNodes {
+		st.Nodes = st.Nodes[:maxNodes]
+	}
+	if st.MembersTotal == 0 && len(st.Members) > 0 {
+		st.MembersTotal = len(st.Members)
+	}
+	all := st.Members
+	// The longest prefix of the members that fits: binary search, as the
+	// encoded length grows with the prefix.
+	lo, hi := 0, len(all)
+	best := ""
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		st.Members = all[:mid]
+		l, err := encodeLine(key, st)
+		if err != nil {
+			return "", err
+		}
+		if len(l) <= MaxLength {
+			best, lo = l, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("marker: key %.40s: the state does not fit in %d bytes even compacted", key, MaxLength)
+	}
+	return best, nil
+}
+
+func encodeLine(key string, st State) (string, error) {
+	data, err := encode(st)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("\n\n<!-- kubemedic-alertbridge key=%s state=%s -->\n", key, data), nil
 }
 
 // Parse finds the marker in body. ok is false when there is none; err is set

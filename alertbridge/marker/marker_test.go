@@ -1,7 +1,10 @@
 package marker
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,23 +63,86 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestRollupStateFitsInABody(t *testing.T) {
-	// 300 members must fit GitHub's 65,536-character body with room for the table.
-	var st State
-	for i := range 300 {
-		st.Members = append(st.Members, Member{
-			Key: fmt.Sprintf("%032x", i*7919), Title: fmt.Sprintf("[critical] KubemedicGPULost on gpu-node-%04d", i),
-			Firing: 1, Since: time.Date(2026, 11, 21, 10, 0, i, 0, time.UTC),
+func TestStateIsCompactedToFit(t *testing.T) {
+	key := func(i int) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(strconv.Itoa(i))))[:32] }
+	since := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	member := func(i int) Member {
+		return Member{Key: key(i), Title: fmt.Sprintf("[critical] KubemedicNFSMountUnhealthy on gpu-node-%04d: %s", i, strings.Repeat("x", 150)),
+			Firing: 1, Since: since.Add(time.Duration(i) * time.Second)}
+	}
+	tests := []struct {
+		desc        string
+		st          State
+		wantFiring  int // fingerprints kept in Firing; -1: compacted
+		wantMembers int // members kept; -1: all
+		wantNodes   int
+	}{
+		{desc: "a small state is kept whole", st: State{Firing: []string{"a1", "b2"}, Applied: "7", Nodes: []string{"gpu-7"}},
+			wantFiring: 2, wantMembers: -1, wantNodes: 1},
+		{desc: "300 roll-up members: the first ones that fit", st: State{Members: members(300, member)}, wantMembers: 0, wantFiring: 0},
+		{desc: "1,500 roll-up members", st: State{Members: members(1500, member)}, wantMembers: 0, wantFiring: 0},
+		{desc: "2,000 firing fingerprints become a count and a digest", st: State{Firing: fingerprints(2000), Applied: "9"},
+			wantFiring: -1, wantMembers: -1},
+		{desc: "100 nodes keep the first 32 once compacted", st: State{Firing: fingerprints(2000), Nodes: nodes(100)},
+			wantFiring: -1, wantMembers: -1, wantNodes: 32},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			const body = "## table\n\nrows"
+			out, err := Append(body, key(0), tc.st)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, len(out)-len(body), MaxLength, "the marker may add at most MaxLength bytes")
+			_, got, ok, err := Parse(out)
+			require.NoError(t, err)
+			require.True(t, ok)
+			switch tc.wantFiring {
+			case -1:
+				assert.Nil(t, got.Firing)
+				assert.Equal(t, len(tc.st.Firing), got.FiringCount)
+				assert.Equal(t, FiringDigest(tc.st.Firing), got.FiringDigest)
+				assert.Equal(t, len(tc.st.Firing), got.FiringTotal())
+			default:
+				assert.Equal(t, tc.st.Firing, got.Firing)
+				assert.Equal(t, tc.wantFiring, got.FiringTotal())
+			}
+			if tc.wantMembers == -1 {
+				assert.Equal(t, tc.st.Members, got.Members)
+				assert.Zero(t, got.MembersTotal)
+			} else {
+				assert.Equal(t, len(tc.st.Members), got.MembersTotal)
+				require.NotEmpty(t, got.Members, "the first members still fit")
+				assert.Less(t, len(got.Members), len(tc.st.Members))
+				assert.Equal(t, tc.st.Members[:len(got.Members)], got.Members, "a prefix, in the order given")
+				t.Logf("%d of %d members kept", len(got.Members), len(tc.st.Members))
+			}
+			assert.Len(t, got.Nodes, tc.wantNodes)
 		})
 	}
-	body, err := Append("", RollupKey, st)
-	require.NoError(t, err)
-	t.Logf("marker for 300 members: %d bytes", len(body))
-	assert.Less(t, len(body), 25000)
-	_, got, _, err := Parse(body)
-	require.NoError(t, err)
-	assert.Len(t, got.Members, 300)
-	assert.Equal(t, st.Members[299].Title, got.Members[299].Title)
+}
+
+func members(n int, f func(int) Member) []Member {
+	out := make([]Member, n)
+	for i := range out {
+		out[i] = f(i)
+	}
+	return out
+}
+
+func fingerprints(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%016x", uint64(i)*0x9e3779b97f4a7c15)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func nodes(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("gpu-node-%04d", i)
+	}
+	return out
 }
 
 func TestTransition(t *testing.T) {
