@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
+	"github.com/kubemedic/kubemedic/alertbridge/marker"
 )
 
 // Kind names a transition of an alert group.
@@ -38,8 +39,13 @@ type Known struct {
 	StateReason ghclient.StateReason
 	ClosedAt    time.Time
 	Labels      []string
-	// Firing holds the fingerprints that fired at the last applied transition.
-	Firing []string
+	// Firing holds the fingerprints that fired at the last applied
+	// transition. When the issue's marker had to leave them out (a group of
+	// hundreds of alerts), Firing is nil and FiringCount and FiringDigest
+	// (marker.FiringDigest) stand for them.
+	Firing       []string
+	FiringCount  int
+	FiringDigest string
 	// LastComment is the digest of the last timeline comment the bridge
 	// posted (or suppressed) on the issue.
 	LastComment string
@@ -122,10 +128,29 @@ func (a Action) Calls() int {
 	return n
 }
 
+// firingTotal is how many alerts fired at the last applied transition.
+func (k Known) firingTotal() int {
+	if k.Firing == nil {
+		return k.FiringCount
+	}
+	return len(k.Firing)
+}
+
+// compacted: only the count and digest of the last firing set are known.
+func (k Known) compacted() bool { return k.Firing == nil && k.FiringCount > 0 }
+
+// sameFiring reports whether firing is the last applied firing set.
+func (k Known) sameFiring(firing []string) bool {
+	if k.compacted() {
+		return len(firing) == k.FiringCount && marker.FiringDigest(firing) == k.FiringDigest
+	}
+	return slices.Equal(firing, k.Firing)
+}
+
 // Plan decides what a webhook for a group does to its issue.
 func Plan(k Known, e Event, p Policy) Action {
 	firing := e.Firing()
-	wasFiring := len(k.Firing) > 0
+	wasFiring := k.firingTotal() > 0
 	switch {
 	case !k.Exists:
 		if len(firing) == 0 {
@@ -138,7 +163,7 @@ func Plan(k Known, e Event, p Policy) Action {
 		return resolved(k, e, p)
 	case !wasFiring:
 		return refired(k, e, p)
-	case slices.Equal(firing, k.Firing):
+	case k.sameFiring(firing):
 		return Action{Kind: None}
 	default:
 		return changed(k, e)
@@ -154,7 +179,7 @@ func resolved(k Known, e Event, p Policy) Action {
 		a.Why = "issue already closed"
 		return a
 	}
-	text := fmt.Sprintf("**Resolved**: all %s of this group resolved.", plural(len(k.Firing), "alert"))
+	text := fmt.Sprintf("**Resolved**: all %s of this group resolved.", plural(k.firingTotal(), "alert"))
 	switch {
 	case !p.AutoClose:
 		a.Why = "not closed: auto-close is off"
@@ -202,6 +227,13 @@ func refired(k Known, e Event, p Policy) Action {
 
 func changed(k Known, e Event) Action {
 	firing := e.Firing()
+	if k.compacted() {
+		// Which alerts joined or left is unknown: the issue kept only how
+		// many fired. Say what is known.
+		text := fmt.Sprintf("**Alerts changed**: %s firing now, %d before. The issue's hidden state holds only the count for a group this large, so which alerts changed is not listed; the table above is current.",
+			plural(len(firing), "alert"), k.FiringCount)
+		return withComment(Action{Kind: AlertsChanged, UpdateBody: true}, k, text, digest(AlertsChanged, firing, ""))
+	}
 	added := minus(firing, k.Firing)
 	gone := minus(k.Firing, firing)
 	var parts []string

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
+	"github.com/kubemedic/kubemedic/alertbridge/marker"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -178,6 +179,35 @@ func TestPlan(t *testing.T) {
 			event:       Event{Alerts: firing("a", "b"), Now: t0},
 			want:        Action{Kind: Refired, UpdateBody: true, Why: "not reopened: closed as not planned"},
 			wantComment: "2 alerts firing again",
+		},
+		// A group so large that its issue's marker keeps only the count
+		// and digest of its firing set (marker.Append compacts it).
+		{
+			desc:  "compacted: the same firing set does nothing",
+			known: Known{Exists: true, Open: true, FiringCount: 2, FiringDigest: marker.FiringDigest([]string{"a", "b"})},
+			event: Event{Alerts: firing("b", "a")},
+			want:  Action{Kind: None},
+		},
+		{
+			desc:        "compacted: another set of the same size is a change, told by counts",
+			known:       Known{Exists: true, Open: true, FiringCount: 2, FiringDigest: marker.FiringDigest([]string{"a", "b"})},
+			event:       Event{Alerts: firing("a", "c")},
+			want:        Action{Kind: AlertsChanged, UpdateBody: true},
+			wantComment: "**Alerts changed**: 2 alerts firing now, 2 before.",
+		},
+		{
+			desc:        "compacted: resolving counts the alerts that fired",
+			known:       Known{Exists: true, Open: true, FiringCount: 300, FiringDigest: "d"},
+			event:       Event{Alerts: resolvedAlerts("a")},
+			want:        Action{Kind: Resolved, State: ghclient.StateClosed, StateReason: ghclient.ReasonCompleted, UpdateBody: true},
+			wantComment: "all 300 alerts of this group resolved",
+		},
+		{
+			desc:        "compacted: firing again after a resolve is a re-fire",
+			known:       Known{Exists: true, Open: true},
+			event:       Event{Alerts: firing("a")},
+			want:        Action{Kind: Refired, UpdateBody: true},
+			wantComment: "**Re-fired**",
 		},
 	}
 	for _, tc := range tests {
