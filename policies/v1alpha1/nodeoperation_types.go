@@ -188,6 +188,20 @@ type NodeOperationStatus struct {
 	// operation changed it, and where the bundle is kept.
 	// +optional
 	Diagnostics *DiagnosticsStatus `json:"diagnostics,omitempty"`
+	// OwnerNotices are the Slack messages to the owners of the pods the
+	// drain stops, one per pod, each written before its pod is stopped and
+	// then claimed, sent and recorded: a crash, a restart or a second
+	// remediator repeats a message at worst, and never loses one.
+	// +optional
+	// +listType=map
+	// +listMapKey=uid
+	// +kubebuilder:validation:MaxItems=256
+	OwnerNotices []OwnerNotice `json:"ownerNotices,omitempty"`
+	// OwnerNoticesUnrecorded counts the stopped pods whose owner was not
+	// told because OwnerNotices was full of messages not yet sent.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OwnerNoticesUnrecorded int32 `json:"ownerNoticesUnrecorded,omitempty"`
 	// Conditions: Cordoned, Drained, OperationSucceeded, Verified.
 	// +optional
 	// +listType=map
