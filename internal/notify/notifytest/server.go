@@ -86,7 +86,15 @@ type Failure struct {
 	// Disconnect closes the connection without an answer, as a network
 	// failure would.
 	Disconnect bool
+	// LoseAnswer carries the request out (chat.postMessage posts the
+	// message), then closes the connection without the answer, as when
+	// the answer is lost on its way back: the caller cannot tell that it
+	// was done. The other fields are ignored.
+	LoseAnswer bool
 }
+
+// LostAnswer is a request carried out whose answer is lost.
+func LostAnswer() Failure { return Failure{LoseAnswer: true} }
 
 // RateLimited is a 429 with Retry-After: seconds.
 func RateLimited(seconds int) Failure {
@@ -359,12 +367,24 @@ func (s *Server) method(name string, h func(http.ResponseWriter, request)) http.
 		}
 
 		if f, ok := s.nextFailure(name); ok {
+			if f.LoseAnswer {
+				h(&lostAnswer{header: http.Header{}}, request{form: clean})
+				writeFailure(w, Failure{Disconnect: true})
+				return
+			}
 			writeFailure(w, f)
 			return
 		}
 		h(w, request{form: clean})
 	}
 }
+
+// lostAnswer is a ResponseWriter that drops the answer.
+type lostAnswer struct{ header http.Header }
+
+func (l *lostAnswer) Header() http.Header         { return l.header }
+func (l *lostAnswer) Write(b []byte) (int, error) { return len(b), nil }
+func (l *lostAnswer) WriteHeader(int)             {}
 
 func (s *Server) nextFailure(method string) (Failure, bool) {
 	s.mu.Lock()

@@ -249,6 +249,18 @@ func TestFailNext(t *testing.T) {
 		require.Equal(t, http.StatusInternalServerError, status)
 	})
 
+	t.Run("a lost answer: the message is posted, the poster gets no answer", func(t *testing.T) {
+		before := len(s.Messages())
+		s.FailNext(MethodPostMessage, LostAnswer())
+		req, _ := http.NewRequest(http.MethodPost, s.URL()+MethodPostMessage, strings.NewReader(merge(post, "text", "lost").Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		_, err := http.DefaultClient.Do(req)
+		require.Error(t, err)
+		msgs := s.Messages()
+		require.Len(t, msgs, before+1)
+		require.Equal(t, "lost", msgs[before].Text)
+	})
+
 	t.Run("disconnect", func(t *testing.T) {
 		s.FailNext(MethodPostMessage, Failure{Disconnect: true})
 		req, _ := http.NewRequest(http.MethodPost, s.URL()+MethodPostMessage, strings.NewReader(post.Encode()))
