@@ -143,6 +143,7 @@ func New(o Options) (*Bridge, error) {
 		}
 		return b.clock.Since(t).Seconds()
 	})
+	b.gh = &refitting{Client: o.GitHub, log: o.Log, rejected: func(reason string) { b.metrics.rejected.WithLabelValues(reason).Inc() }}
 	return b, nil
 }
 

@@ -41,7 +41,8 @@ func (t *tracked) known() decide.Known {
 	}
 	return decide.Known{
 		Exists: true, Number: t.number, Open: t.open, StateReason: t.stateReason,
-		ClosedAt: t.closedAt, Labels: t.labels, Firing: t.state.Firing, LastComment: t.state.LastComment,
+		ClosedAt: t.closedAt, Labels: t.labels, Firing: t.state.Firing, FiringCount: t.state.FiringCount,
+		FiringDigest: t.state.FiringDigest, LastComment: t.state.LastComment,
 	}
 }
 

@@ -2,6 +2,8 @@ package bridge
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 )
 
 // metrics are the bridge's own; the GitHub call metrics live in ghclient.
@@ -11,6 +13,8 @@ type metrics struct {
 	transitions *prometheus.CounterVec
 	storm       *prometheus.CounterVec
 	dropped     *prometheus.CounterVec
+	// rejected counts GitHub writes that failed for good.
+	rejected *prometheus.CounterVec
 	// historyReads counts reads of the nodes' operation history.
 	historyReads *prometheus.CounterVec
 	// diagnostics counts diagnostics comments, by result.
@@ -40,6 +44,10 @@ func newMetrics(reg prometheus.Registerer, depth, age func() float64) *metrics {
 			Name: "kubemedic_alertbridge_dropped_total",
 			Help: "Transitions given up, by reason (a permanent GitHub error such as github_404 or github_422, render, payload).",
 		}, []string{"reason"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_alertbridge_github_rejected_total",
+			Help: "GitHub writes (issue, edit, comment, transition) refused for good, by reason (body_too_long after every shorter retry, validation_failed, not_found, forbidden, gone, ...). Each is a transition, roll-up or comment that did not reach GitHub.",
+		}, []string{"reason"}),
 		historyReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubemedic_alertbridge_node_history_reads_total",
 			Help: "Reads of the NodeOperations of the nodes an alert group names, for its issue, by result: ok, or error (the issue says the history is unknown).",
@@ -49,12 +57,21 @@ func newMetrics(reg prometheus.Registerer, depth, age func() float64) *metrics {
 		Name: "kubemedic_alertbridge_diagnostics_comments_total",
 		Help: "Comments about a NodeOperation's diagnostics bundle on the issues of its node, by result: posted, found (posted before, seen on GitHub after a restart), error.",
 	}, []string{"result"})
+	// Series from the start, so that an alert on their increase sees the
+	// first one.
+	for _, r := range []string{"github_403", "github_404", "github_410", "github_422", "render", "payload", "key_template", "journal_corrupt"} {
+		m.dropped.WithLabelValues(r)
+	}
+	for _, r := range []string{ghclient.RejectBodyTooLong, ghclient.ReasonValidationFailed, ghclient.ReasonNotFound, ghclient.ReasonForbidden,
+		ghclient.ReasonGone, ghclient.ReasonBadRequest, ghclient.ReasonClientError} {
+		m.rejected.WithLabelValues(r)
+	}
 	m.historyReads.WithLabelValues("ok")
 	m.historyReads.WithLabelValues("error")
 	for _, r := range []string{"posted", "found", "error"} {
 		m.diagnostics.WithLabelValues(r)
 	}
-	reg.MustRegister(m.webhooks, m.latency, m.transitions, m.storm, m.dropped, m.historyReads, m.diagnostics,
+	reg.MustRegister(m.webhooks, m.latency, m.transitions, m.storm, m.dropped, m.rejected, m.historyReads, m.diagnostics,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "kubemedic_alertbridge_queue_depth",
 			Help: "Webhooks recorded in the journal and not yet applied to GitHub.",

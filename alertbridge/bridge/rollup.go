@@ -13,6 +13,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/decide"
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
+	"github.com/kubemedic/kubemedic/alertbridge/payload"
 	"github.com/kubemedic/kubemedic/alertbridge/render"
 )
 
@@ -33,6 +34,9 @@ type rollup struct {
 	// closed is set once GitHub has the roll-up closed with every member
 	// resolved: the roll-up is finished and the next storm gets a new one.
 	closed bool
+	// links is where the members' alerts are seen: the latest member's
+	// Alertmanager and receiver.
+	links render.RollupLinks
 }
 
 // sortedMembers returns the members in the body's order: by Since, then
@@ -112,11 +116,15 @@ func (b *Bridge) lockOpenRollup(repo string) *rollup {
 }
 
 // toRollup records a group's state in its repository's roll-up.
-func (b *Bridge) toRollup(_ context.Context, log *slog.Logger, repo, key string, iss *render.Issue, ev decide.Event) error {
+func (b *Bridge) toRollup(_ context.Context, log *slog.Logger, repo, key string, msg *payload.Message, iss *render.Issue, ev decide.Event) error {
 	firing := ev.Firing()
 	r := b.lockOpenRollup(repo)
 	m := decide.RollupMember(r.members[key], key, iss.Title, len(firing), ev.Now)
+	m.Alertname, m.Node = msg.CommonLabels["alertname"], msg.CommonLabels["node"]
 	r.members[key] = &m
+	if msg.ExternalURL != "" {
+		r.links = render.RollupLinks{Alertmanager: msg.ExternalURL, Receiver: msg.Receiver}
+	}
 	r.version++
 	err := b.saveRollup(r)
 	r.mu.Unlock()
@@ -177,13 +185,13 @@ func (b *Bridge) rollupLoop(ctx context.Context) {
 // records what GitHub has.
 func (b *Bridge) syncRollup(ctx context.Context, r *rollup) error {
 	r.mu.Lock()
-	st, number := r.view(), r.number
+	st, number, links := r.view(), r.number, r.links
 	r.mu.Unlock()
 	plan := decide.PlanRollupSync(st, b.cfg.AutoClose)
 	if !plan.Send {
 		return nil
 	}
-	body, err := marker.Append(render.RollupBody(r.repo, b.cfg.StormGuard, st.Members), marker.RollupKey,
+	body, err := marker.Append(render.RollupBody(r.repo, b.cfg.StormGuard, st.Members, links), marker.RollupKey,
 		marker.State{Members: st.Members})
 	if err != nil {
 		return fmt.Errorf("roll-up issue of %s: %w", r.repo, err)

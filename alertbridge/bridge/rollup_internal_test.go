@@ -11,6 +11,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/decide"
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
+	"github.com/kubemedic/kubemedic/alertbridge/payload"
 	"github.com/kubemedic/kubemedic/alertbridge/render"
 )
 
@@ -119,7 +120,7 @@ func TestSyncRollupChangeDuringTheCallIsSyncedNext(t *testing.T) {
 		}
 		joined = true
 		// A worker records a new firing group while the edit is in flight.
-		require.NoError(t, b.toRollup(t.Context(), b.log, cacheRepo, "new", &render.Issue{Title: "new group"},
+		require.NoError(t, b.toRollup(t.Context(), b.log, cacheRepo, "new", &payload.Message{}, &render.Issue{Title: "new group"},
 			decide.Event{Alerts: []decide.Alert{{Fingerprint: "fp", Firing: true}}, Now: at(2)}))
 		<-b.rollupKick // toRollup's own kick: only the sync's is seen below
 	}
@@ -162,7 +163,7 @@ func TestRollupCloseAndNewMemberDoNotDeadlock(t *testing.T) {
 	b.mu.Lock()
 	// A worker records a new group: it waits for b.mu first.
 	wg.Go(func() {
-		recordErr = b.toRollup(t.Context(), b.log, cacheRepo, "new", &render.Issue{Title: "new group"},
+		recordErr = b.toRollup(t.Context(), b.log, cacheRepo, "new", &payload.Message{}, &render.Issue{Title: "new group"},
 			decide.Event{Alerts: []decide.Alert{{Fingerprint: "fp", Firing: true}}, Now: at(2)})
 	})
 	require.Equal(t, lockSiteToRollup, <-sites)

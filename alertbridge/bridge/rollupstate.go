@@ -12,6 +12,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/journal"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
+	"github.com/kubemedic/kubemedic/alertbridge/render"
 )
 
 // rollupFile is the roll-up's durable local state.
@@ -19,6 +20,9 @@ type rollupFile struct {
 	Repo    string          `json:"repo"`
 	Number  int             `json:"number"`
 	Members []marker.Member `json:"members"`
+	// Alertmanager and Receiver are the roll-up's links (render.RollupLinks).
+	Alertmanager string `json:"alertmanager,omitempty"`
+	Receiver     string `json:"receiver,omitempty"`
 }
 
 func (b *Bridge) rollupDir() string { return filepath.Join(b.journal.Dir(), "rollups") }
@@ -30,7 +34,8 @@ func (b *Bridge) rollupPath(repo string) string {
 
 // saveRollup writes the roll-up's local file. Called with r.mu held.
 func (b *Bridge) saveRollup(r *rollup) error {
-	data, err := json.Marshal(rollupFile{Repo: r.repo, Number: r.number, Members: r.sortedMembers()})
+	data, err := json.Marshal(rollupFile{Repo: r.repo, Number: r.number, Members: r.sortedMembers(),
+		Alertmanager: r.links.Alertmanager, Receiver: r.links.Receiver})
 	if err != nil {
 		return fmt.Errorf("encode roll-up of %s: %w", r.repo, err)
 	}
@@ -96,7 +101,8 @@ func (b *Bridge) loadRollups() error {
 			return fmt.Errorf("roll-up state %s: %w", f, err)
 		}
 		b.mu.Lock()
-		r := &rollup{repo: rf.Repo, number: rf.Number, members: map[string]*marker.Member{}, version: 1}
+		r := &rollup{repo: rf.Repo, number: rf.Number, members: map[string]*marker.Member{}, version: 1,
+			links: render.RollupLinks{Alertmanager: rf.Alertmanager, Receiver: rf.Receiver}}
 		if gh := b.rollups[rf.Repo]; gh != nil && r.number == 0 {
 			// Created on GitHub just before a crash, not yet recorded here.
 			r.number = gh.number

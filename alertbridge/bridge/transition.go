@@ -58,7 +58,7 @@ func (b *Bridge) process(ctx context.Context, j job) error {
 	})
 	switch decide.RouteTransition(inRollup, act) {
 	case decide.RouteRollup:
-		return b.toRollup(ctx, log, cur.repo, j.key, iss, ev)
+		return b.toRollup(ctx, log, cur.repo, j.key, msg, iss, ev)
 	case decide.RouteNone:
 		log.Debug("No transition", "why", act.Why)
 		return nil
@@ -67,7 +67,7 @@ func (b *Bridge) process(ctx context.Context, j job) error {
 		if !b.stormAllows(repo, now) {
 			log.Warn("Storm guard: adding the group to the roll-up issue instead of a new issue", "repo", repo,
 				"limit", b.cfg.StormGuard.MaxNewIssues, "window", b.cfg.StormGuard.Window)
-			err := b.toRollup(ctx, log, repo, j.key, iss, ev)
+			err := b.toRollup(ctx, log, repo, j.key, msg, iss, ev)
 			if err == nil {
 				b.metrics.storm.WithLabelValues(repo).Inc()
 			}
@@ -166,7 +166,8 @@ func (b *Bridge) create(ctx context.Context, log *slog.Logger, j job, id string,
 // body and in the comment.
 func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalEntry, msg *payload.Message, cur *tracked, iss *render.Issue, ev decide.Event, act decide.Action) error {
 	st := cur.state
-	st.Firing, st.Applied = ev.Firing(), e.ID
+	// The whole firing set: marker.Append compacts it again if it must.
+	st.Firing, st.FiringCount, st.FiringDigest, st.Applied = ev.Firing(), 0, "", e.ID
 	if nodes, _ := render.HistoryNodes(msg); len(nodes) > 0 {
 		// The join to the nodes' diagnostics bundles (diagnostics.go).
 		st.Nodes = nodes

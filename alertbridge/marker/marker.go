@@ -71,6 +71,10 @@ func FiringDigest(fps []string) string {
 type Member struct {
 	Key   string `json:"k"`
 	Title string `json:"t"`
+	// Alertname and Node are the group's common alertname and node labels,
+	// "" when its alerts do not share one: the roll-up counts by them.
+	Alertname string `json:"an,omitempty"`
+	Node      string `json:"no,omitempty"`
 	// Firing is the number of firing alerts; 0 once the group resolved.
 	Firing   int       `json:"n,omitempty"`
 	Since    time.Time `json:"s"`
@@ -166,6 +170,20 @@ func Parse(body string) (key string, st State, ok bool, err error) {
 		return m[0][1], State{}, true, fmt.Errorf("marker: key %s: %w", m[0][1], err)
 	}
 	return m[0][1], st, true, nil
+}
+
+// trailerRE matches the hidden marks that end a body or comment.
+var trailerRE = regexp.MustCompile(`(?:\s*<!-- kubemedic-alertbridge (?:key|transition|diagnostics)=[^>]*-->)+\s*$`)
+
+// SplitTrailer splits a body or comment the bridge wrote into its visible
+// text and the hidden marks that end it (the marker, a transition or
+// diagnostics mark), so that the text can be cut and the marks kept.
+func SplitTrailer(body string) (text, trailer string) {
+	loc := trailerRE.FindStringIndex(body)
+	if loc == nil {
+		return body, ""
+	}
+	return body[:loc[0]], body[loc[0]:]
 }
 
 // Transition returns the mark that ends a timeline comment posted for the

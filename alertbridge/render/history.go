@@ -318,10 +318,12 @@ func HistoryOf(body string) string {
 // AttachHistory appends the history section to a rendered body. The two
 // together stay within MaxBodyLength: when they would not, the body (not
 // the history) is cut, with the visible note. A section longer than
-// MaxHistoryBytes (not one HistorySection wrote) is left off.
+// MaxHistoryBytes (not one HistorySection wrote) is left off. Without a
+// section the body is still cut to MaxBodyLength (a link to the previous
+// issue may have lengthened it).
 func AttachHistory(body, section string) string {
 	if section == "" || len(section) > MaxHistoryBytes+4096 {
-		return body
+		return fitBody(body)
 	}
 	body = strings.TrimRight(body, "\n") + "\n"
 	if len(body)+len(section) <= MaxBodyLength {

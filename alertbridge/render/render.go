@@ -15,8 +15,15 @@ import (
 
 // GitHub's limits, with room for the marker the bridge appends to bodies.
 const (
-	MaxTitleLength = 256   // characters
-	MaxBodyLength  = 60000 // bytes, so at most as many characters
+	MaxTitleLength = 256 // characters
+	// GitHubBodyLimit is the most characters GitHub takes in an issue or
+	// comment body; longer ones get 422 "body is too long (maximum is
+	// 65536 characters)".
+	GitHubBodyLimit = 65536
+	// MaxBodyLength bounds every body the bridge renders, in bytes (so at
+	// most as many characters): with the marker (at most marker.MaxLength)
+	// it stays within GitHubBodyLimit, by construction.
+	MaxBodyLength  = 60000
 	MaxLabelLength = config.MaxLabelLength
 )
 
@@ -167,7 +174,10 @@ func fitTitle(s string) string {
 // visible note.
 func fitBody(s string) string { return fitBodyTo(s, MaxBodyLength) }
 
-// fitBodyTo cuts s to limit bytes the same way.
+// FitBodyTo cuts s to limit bytes the same way: a body GitHub refused as
+// too long is sent again cut shorter.
+func FitBodyTo(s string, limit int) string { return fitBodyTo(s, limit) }
+
 func fitBodyTo(s string, limit int) string {
 	if len(s) <= limit {
 		return s

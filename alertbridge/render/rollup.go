@@ -1,7 +1,10 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,10 +16,12 @@ import (
 // can filter storms in or out.
 const RollupLabel = "alert-storm"
 
-// MaxRollupRows is how many groups the roll-up's table lists; a line counts
-// the rest. 200 rows stay far below GitHub's body limit whatever the titles
-// (each at most MaxTitleLength characters).
+// MaxRollupRows is the most groups the roll-up's table lists, for a reader;
+// fewer when the body's limit comes first. A line counts the rest.
 const MaxRollupRows = 200
+
+// maxSummaryRows bounds each count table of the roll-up (by alert, by node).
+const maxSummaryRows = 15
 
 const rollupTime = "2006-01-02 15:04:05 MST"
 
@@ -32,10 +37,22 @@ func RollupLabels(identityLabel string) []string {
 	return []string{identityLabel, RollupLabel}
 }
 
+// RollupLinks are where a reader sees the storm's alerts themselves.
+type RollupLinks struct {
+	// Alertmanager is the external URL of the Alertmanager that sent the
+	// members (the payload's externalURL); "" for none.
+	Alertmanager string
+	// Receiver is the members' receiver, to filter Alertmanager's view.
+	Receiver string
+}
+
 // RollupBody is the body of repo's roll-up issue (without the marker): why
-// it exists, how many members fire, and a table of the members in the
-// given order, at most MaxRollupRows rows.
-func RollupBody(repo string, guard config.StormGuard, members []marker.Member) string {
+// it exists, how many members fire and have resolved (always all of them),
+// the counts by alert and by node, and a table of the members, firing
+// ones first, as many as fit (at most MaxRollupRows). It is at most
+// MaxBodyLength bytes whatever the number of members and their titles, so
+// that with the marker it fits GitHub's body limit.
+func RollupBody(repo string, guard config.StormGuard, members []marker.Member, links RollupLinks) string {
 	firing := 0
 	for _, m := range members {
 		if m.Firing > 0 {
@@ -49,19 +66,110 @@ func RollupBody(repo string, guard config.StormGuard, members []marker.Member) s
 		"This issue is updated as they resolve and closes when all of them have.\n\n",
 		guard.MaxNewIssues, guard.Window, len(members))
 	fmt.Fprintf(&sb, "**Firing: %d · Resolved: %d**\n\n", firing, len(members)-firing)
-	sb.WriteString("| Alert group | Firing alerts | Since | Resolved |\n|---|---|---|---|\n")
-	for i, m := range members {
-		if i == MaxRollupRows {
-			fmt.Fprintf(&sb, "\n… and %d more groups.\n", len(members)-MaxRollupRows)
-			break
-		}
+	if u := alertmanagerView(links, ""); u != "" {
+		fmt.Fprintf(&sb, "[Alertmanager's view of these alerts](%s)\n\n", u)
+	}
+	writeCounts(&sb, "By alert", "Alert", members, func(m marker.Member) string { return m.Alertname }, links)
+	writeCounts(&sb, "By node", "Node", members, func(m marker.Member) string { return m.Node }, RollupLinks{})
+
+	rows := slices.Clone(members)
+	slices.SortStableFunc(rows, func(a, b marker.Member) int {
+		return cmp.Compare(min(b.Firing, 1), min(a.Firing, 1)) // firing first, in the given order
+	})
+	sb.WriteString("### Groups\n\n| Alert group | Firing alerts | Since | Resolved |\n|---|---|---|---|\n")
+	for i, m := range rows {
 		resolved := ""
 		if !m.Resolved.IsZero() {
 			resolved = m.Resolved.UTC().Format(rollupTime)
 		}
-		fmt.Fprintf(&sb, "| %s | %d | %s | %s |\n", tableCell(m.Title), m.Firing, m.Since.UTC().Format(rollupTime), resolved)
+		row := fmt.Sprintf("| %s | %d | %s | %s |\n", tableCell(m.Title), m.Firing, m.Since.UTC().Format(rollupTime), resolved)
+		more := fmt.Sprintf("\n… and %d more groups.\n", len(rows)-i)
+		if i == MaxRollupRows || sb.Len()+len(row)+len(more)+len(moreSlack) > MaxBodyLength {
+			sb.WriteString(more)
+			break
+		}
+		sb.WriteString(row)
 	}
 	return sb.String()
+}
+
+// moreSlack keeps room for the "… and N more groups." line as N grows.
+const moreSlack = "     "
+
+// writeCounts writes a table of the members' groups, firing and resolved
+// counts by key(member), the largest first, at most maxSummaryRows rows;
+// nothing when no member has a key.
+func writeCounts(sb *strings.Builder, heading, column string, members []marker.Member, key func(marker.Member) string, links RollupLinks) {
+	type count struct {
+		name                   string
+		groups, firing, resolv int
+	}
+	byName := map[string]*count{}
+	for _, m := range members {
+		name := key(m)
+		if name == "" {
+			continue
+		}
+		c := byName[name]
+		if c == nil {
+			c = &count{name: name}
+			byName[name] = c
+		}
+		c.groups++
+		if m.Firing > 0 {
+			c.firing++
+		} else {
+			c.resolv++
+		}
+	}
+	if len(byName) == 0 {
+		return
+	}
+	counts := make([]*count, 0, len(byName))
+	for _, c := range byName {
+		counts = append(counts, c)
+	}
+	slices.SortFunc(counts, func(a, b *count) int {
+		if c := cmp.Compare(b.groups, a.groups); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	fmt.Fprintf(sb, "### %s\n\n| %s | Groups | Firing | Resolved |\n|---|---|---|---|\n", heading, column)
+	for i, c := range counts {
+		if i == maxSummaryRows {
+			fmt.Fprintf(sb, "\n… and %d more.\n", len(counts)-maxSummaryRows)
+			break
+		}
+		name := "`" + codeSpan(truncateRunes(100, c.name)) + "`"
+		if u := alertmanagerView(links, c.name); u != "" {
+			name = fmt.Sprintf("[%s](%s)", name, u)
+		}
+		fmt.Fprintf(sb, "| %s | %d | %d | %d |\n", name, c.groups, c.firing, c.resolv)
+	}
+	sb.WriteString("\n")
+}
+
+// alertmanagerView links Alertmanager's alert list, filtered to the
+// receiver and, when given, one alertname; "" without an http(s) URL.
+func alertmanagerView(links RollupLinks, alertname string) string {
+	u, err := url.Parse(strings.TrimRight(links.Alertmanager, "/"))
+	if links.Alertmanager == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	u.User = nil
+	q := url.Values{}
+	if links.Receiver != "" {
+		q.Set("receiver", links.Receiver)
+	}
+	if alertname != "" {
+		q.Set("filter", fmt.Sprintf("{alertname=%q}", alertname))
+	}
+	view := u.String() + "/#/alerts"
+	if len(q) > 0 {
+		view += "?" + q.Encode()
+	}
+	return view
 }
 
 // tableCell keeps a title inside its markdown table cell: a pipe would end
