@@ -124,24 +124,47 @@ func Line(key string, st State) (string, error) {
 		st.MembersTotal = len(st.Members)
 	}
 	all := st.Members
-	// The longest prefix of the members that fits: binary search, as the
-	// encoded length grows with the prefix.
-	lo, hi := 0, len(all)
-	best := ""
-	for lo <= hi {
-		mid := (lo + hi) / 2
-		st.Members = all[:mid]
+	fits := func(n int) (string, bool, error) {
+		st.Members = all[:n]
 		l, err := encodeLine(key, st)
+		return l, err == nil && len(l) <= MaxLength, err
+	}
+	// The longest prefix of the members that fits. The encoding grows with
+	// the prefix: gallop up from a few members (a marker holds about a
+	// hundred), then bisect, so a roll-up of thousands is not encoded whole
+	// again and again.
+	best, lo, hi := "", 0, 0
+	for n := min(len(all), 16); ; n = min(2*n, len(all)) {
+		l, ok, err := fits(n)
 		if err != nil {
 			return "", err
 		}
-		if len(l) <= MaxLength {
-			best, lo = l, mid+1
+		if !ok {
+			hi = n - 1
+			break
+		}
+		best, lo = l, n
+		if n == len(all) {
+			hi = n
+			break
+		}
+	}
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		l, ok, err := fits(mid)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			best, lo = l, mid
 		} else {
 			hi = mid - 1
 		}
 	}
 	if best == "" {
+		if l, ok, err := fits(0); err == nil && ok {
+			return l, nil
+		}
 		return "", fmt.Errorf("marker: key %.40s: the state does not fit in %d bytes even compacted", key, MaxLength)
 	}
 	return best, nil

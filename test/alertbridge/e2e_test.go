@@ -14,7 +14,6 @@ import (
 
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
-	"github.com/kubemedic/kubemedic/alertbridge/marker"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
 
@@ -196,42 +195,4 @@ func TestRestartMidBacklogWithGitHubErrors(t *testing.T) {
 	for title, c := range titles {
 		assert.Equal(t, 1, c, "duplicate issues for %s", title)
 	}
-}
-
-func TestStormGuard(t *testing.T) {
-	w := newWorld(t, fmt.Sprintf(config, "1h", 20), 1)
-	w.startInProcess()
-	var alerts []harness.PostableAlert
-	for i := range 300 {
-		alerts = append(alerts, gpuLost(fmt.Sprintf("node-%03d", i)))
-	}
-	w.fire(alerts...)
-	var rollup ghfake.Issue
-	w.eventually(func() bool {
-		own, rollups := 0, 0
-		for _, is := range w.fake.Issues(repo) {
-			k, st, _, _ := marker.Parse(is.Body)
-			if k == marker.RollupKey {
-				rollups++
-				rollup = is
-				if len(st.Members) != 280 {
-					return false
-				}
-			} else {
-				own++
-			}
-		}
-		return own == 20 && rollups == 1
-	}, 60*time.Second, "20 issues and one roll-up listing the other 280 groups")
-	assert.Contains(t, rollup.Labels, "alert-storm")
-	assert.Contains(t, rollup.Body, "**Firing: 280 · Resolved: 0**")
-	assert.Equal(t, 280.0, w.metric("kubemedic_alertbridge_storm_guard_activations_total", "acme/gpu-oncall"))
-
-	// As they resolve, the roll-up says so; when all have, it closes.
-	w.resolve(alerts...)
-	w.eventually(func() bool {
-		is, _ := w.fake.Issue(repo, rollup.Number)
-		return is.State == ghclient.StateClosed && strings.Contains(is.Body, "**Firing: 0 · Resolved: 280**")
-	}, 60*time.Second, "the roll-up closes once every group resolved")
-	assert.Len(t, w.fake.Issues(repo), 21)
 }
