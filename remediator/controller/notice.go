@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -24,18 +24,11 @@ import (
 	"github.com/kubemedic/kubemedic/remediator/plan"
 )
 
-// Bounds of the memory of pods whose owner was told.
-const (
-	// notifiedTTL is how long a pod's UID is remembered: far longer than a
-	// drain pass can be retried, and a UID is never reused.
-	notifiedTTL = time.Hour
-	// notifiedMax bounds the set: a few nodes' pods at a time.
-	notifiedMax = 10000
-)
-
-// ownerNotifier tells the owner of each pod a drain stopped, on Slack: one
-// message per pod, the root of its own thread. It only builds and queues
-// messages; the sender posts them, so a reconcile never waits for Slack.
+// ownerNotifier tells the owner of each pod a drain stops, on Slack: one
+// message per pod, the root of its own thread. The reconciler writes each
+// message owed into the operation's status (owed.go says how), and queues
+// the operation for the sender, which claims, posts and records them; a
+// reconcile never waits for Slack.
 type ownerNotifier struct {
 	sender *sender
 	// reader reads each stopped pod's Namespace (its owner annotations):
@@ -43,38 +36,45 @@ type ownerNotifier struct {
 	// for a handful of reads per drain would cost more than it saves.
 	reader         client.Reader
 	defaultChannel string
-	notified       *uidSet
 }
 
-// tell queues a message for each stopped pod whose owner can be found, at
-// most once per pod UID in this process. pods are the pods the drain was
-// decided from. A pod without a recipient gets no message (logged at V(1)).
-// Safe to call on a nil ownerNotifier: Slack is not configured.
-func (o *ownerNotifier) tell(ctx context.Context, op *v1alpha1.NodeOperation, node *corev1.Node, pods []corev1.Pod, stopped []drain.Stopped, now time.Time) {
-	if o == nil || len(stopped) == 0 {
-		return
+// prepare writes into op.Status a Pending notice for each pod that d is
+// about to stop whose owner can be found and that has none yet (or whose
+// notice says another way of stopping), and reports whether it wrote any:
+// the pass must then end there, so that the status write holds them
+// before the pods are stopped, and the next pass stops them. pods are the
+// pods d was decided from. unrecorded are the pods whose notice did not
+// fit (status.ownerNotices is full of unsent ones), to be counted when
+// they are stopped. A pod without a recipient gets no notice (logged at
+// V(1)). Safe to call on a nil ownerNotifier: Slack is not configured.
+func (o *ownerNotifier) prepare(ctx context.Context, op *v1alpha1.NodeOperation, pods []corev1.Pod, d drain.Decision) (hold bool, unrecorded map[types.UID]bool) {
+	if o == nil {
+		return false, nil
+	}
+	need := noticesToWrite(op.Status.OwnerNotices, d)
+	if len(need) == 0 {
+		return false, nil
 	}
 	logger := log.FromContext(ctx)
-	byKey := make(map[types.NamespacedName]*corev1.Pod, len(pods))
+	byUID := make(map[types.UID]*corev1.Pod, len(pods))
 	for i := range pods {
-		byKey[types.NamespacedName{Namespace: pods[i].Namespace, Name: pods[i].Name}] = &pods[i]
+		byUID[pods[i].UID] = &pods[i]
 	}
-	issue := issueURL(op, node)
+	existing := make(map[string]v1alpha1.OwnerNotice, len(op.Status.OwnerNotices))
+	for _, n := range op.Status.OwnerNotices {
+		existing[n.UID] = n
+	}
 	namespaces := map[string]metav1.Object{}
-	for _, s := range stopped {
-		pod := byKey[s.Pod]
-		if pod == nil || (s.UID != "" && pod.UID != s.UID) {
-			// Plan decided from these pods, with these UIDs.
-			logger.V(1).Info("Not telling the owner of a stopped pod the drain was not decided from", "pod", klog.KRef(s.Pod.Namespace, s.Pod.Name))
+	var add []v1alpha1.OwnerNotice
+	for _, s := range need {
+		if n, ok := existing[string(s.UID)]; ok {
+			n.Deleted = s.Deleted
+			add = append(add, n)
 			continue
 		}
-		key := string(pod.UID)
-		if key == "" {
-			key = s.Pod.String()
-		}
-		if !o.notified.add(key, now) {
-			logger.V(1).Info("Owner of the pod was told already", "pod", klog.KObj(pod))
-			continue
+		pod := byUID[s.UID]
+		if pod == nil {
+			continue // Plan decided from these pods, with these UIDs
 		}
 		ns, read := namespaces[pod.Namespace]
 		if !read {
@@ -83,15 +83,91 @@ func (o *ownerNotifier) tell(ctx context.Context, op *v1alpha1.NodeOperation, no
 		}
 		to, problems, ok := notify.ResolveOwner(pod, ns, o.defaultChannel)
 		if len(problems) > 0 {
-			logger.Info("Ignoring unusable owner annotations of a stopped pod", "pod", klog.KObj(pod), "problems", problems)
+			logger.Info("Ignoring unusable owner annotations of a pod the drain stops", "pod", klog.KObj(pod), "problems", problems)
+		}
+		if ok && len(to.Email) > 254 {
+			logger.Info("Ignoring an owner email longer than an address can be", "pod", klog.KObj(pod))
+			to.Email = ""
+			ok = to.UserID != "" || to.Channel != ""
 		}
 		if !ok {
-			logger.V(1).Info("Not telling anyone that the drain stopped a pod: no owner or channel found", "pod", klog.KObj(pod))
+			logger.V(1).Info("Not telling anyone that the drain stops a pod: no owner or channel found", "pod", klog.KObj(pod))
 			continue
 		}
-		logger.V(1).Info("Queueing Slack message to the owner of a stopped pod", "pod", klog.KObj(pod), "recipient", to.String())
-		o.sender.enqueue(notice{to: to, msg: stoppedMessage(op, pod, s.Deleted, issue, to, now), pod: s.Pod, uid: pod.UID})
+		add = append(add, pendingNotice(pod, to, s.Deleted))
 	}
+	if len(add) == 0 {
+		return false, nil
+	}
+	notices, left := addNotices(op.Status.OwnerNotices, add, v1alpha1.MaxOwnerNotices)
+	for _, n := range left {
+		if unrecorded == nil {
+			unrecorded = map[types.UID]bool{}
+		}
+		unrecorded[types.UID(n.UID)] = true
+	}
+	if len(left) == len(add) {
+		return false, unrecorded
+	}
+	logger.V(1).Info("Recording the Slack messages owed for the pods the drain stops next", "pods", len(add)-len(left))
+	op.Status.OwnerNotices = notices
+	return true, unrecorded
+}
+
+// pendingNotice is the notice about pod, to be stopped (deleted) and told
+// to to.
+func pendingNotice(pod *corev1.Pod, to notify.Recipient, deleted bool) v1alpha1.OwnerNotice {
+	n := v1alpha1.OwnerNotice{
+		UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name,
+		Recipient: v1alpha1.OwnerNoticeRecipient{UserID: to.UserID, Email: to.Email, Channel: to.Channel, Source: clip(to.Source, 128)},
+		State:     v1alpha1.OwnerNoticePending, Deleted: deleted,
+	}
+	if c := metav1.GetControllerOf(pod); c != nil {
+		n.ControllerKind, n.ControllerName = clip(c.Kind, 63), c.Name
+	}
+	return n
+}
+
+// stopped records a drain pass's outcome in status: the notices of the
+// pods it stopped are owed. Stopped pods whose notice did not fit
+// (unrecorded, from prepare) are counted in
+// status.ownerNoticesUnrecorded, the metric's "dropped" and the log: their
+// owners are not told. Safe to call on a nil ownerNotifier.
+func (o *ownerNotifier) stopped(ctx context.Context, status *v1alpha1.NodeOperationStatus, stopped []drain.Stopped, unrecorded map[types.UID]bool, now time.Time) {
+	if o == nil || len(stopped) == 0 {
+		return
+	}
+	status.OwnerNotices = noticesStopped(status.OwnerNotices, stopped, now)
+	for _, s := range stopped {
+		if unrecorded[s.UID] {
+			status.OwnerNoticesUnrecorded++
+			o.sender.results.WithLabelValues(notificationDropped).Inc()
+			log.FromContext(ctx).Info("Not telling the owner of a stopped pod: the operation holds as many unsent messages as it can", "pod", klog.KRef(s.Pod.Namespace, s.Pod.Name), "max", v1alpha1.MaxOwnerNotices)
+		}
+	}
+}
+
+// owe queues op for the sender when one of its notices can be claimed
+// now, and returns when to look at it again for its notices: after a
+// claim expires, sooner when the queue was full; zero when nothing is
+// owed. The status decides what is owed, so a queue that was full, a
+// send that failed or a claimer that crashed is made up by a later pass.
+// Safe to call on a nil ownerNotifier.
+func (o *ownerNotifier) owe(op *v1alpha1.NodeOperation, now time.Time) time.Duration {
+	if o == nil {
+		return 0
+	}
+	idx, next := claimable(op.Status.OwnerNotices, now)
+	if len(idx) > 0 {
+		if !o.sender.enqueue(op.Name) {
+			return noticeRequeue
+		}
+		return noticeClaimTimeout
+	}
+	if next.IsZero() {
+		return 0
+	}
+	return max(next.Sub(now), time.Second)
 }
 
 // namespace reads a Namespace from the API server; nil when that fails, so
@@ -99,53 +175,21 @@ func (o *ownerNotifier) tell(ctx context.Context, op *v1alpha1.NodeOperation, no
 func (o *ownerNotifier) namespace(ctx context.Context, name string) metav1.Object {
 	ns := &corev1.Namespace{}
 	if err := o.reader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		log.FromContext(ctx).Error(err, "Reading the namespace of a stopped pod failed; finding its owner from the pod alone", "namespace", name)
+		log.FromContext(ctx).Error(err, "Reading the namespace of a pod the drain stops failed; finding its owner from the pod alone", "namespace", name)
 		return nil
 	}
 	return ns
 }
 
-// uidSet remembers keys (pod UIDs) for a while, holding at most max. Safe
-// for concurrent use; mu guards seen.
-type uidSet struct {
-	ttl time.Duration
-	max int
-
-	mu   sync.Mutex
-	seen map[string]time.Time // key → when it expires
-}
-
-func newUIDSet(max int, ttl time.Duration) *uidSet {
-	return &uidSet{ttl: ttl, max: max, seen: map[string]time.Time{}}
-}
-
-// add records key at now and reports whether it was new (absent or
-// expired). When the set is full it first forgets the expired keys, then
-// the key closest to expiry.
-func (u *uidSet) add(key string, now time.Time) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if exp, ok := u.seen[key]; ok && now.Before(exp) {
-		return false
+// noticeMessage is the message a notice owes, and to whom: the pod as the
+// notice keeps it (it may be gone), at the time it was stopped.
+func noticeMessage(op *v1alpha1.NodeOperation, n v1alpha1.OwnerNotice, issue string) (notify.Recipient, notify.Message) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: n.Namespace, Name: n.Name, UID: types.UID(n.UID)}}
+	if n.ControllerKind != "" {
+		pod.OwnerReferences = []metav1.OwnerReference{{Kind: n.ControllerKind, Name: n.ControllerName, Controller: ptr.To(true)}}
 	}
-	if _, ok := u.seen[key]; !ok && len(u.seen) >= u.max {
-		var oldest string
-		var oldestExp time.Time
-		for k, exp := range u.seen {
-			if !now.Before(exp) {
-				delete(u.seen, k)
-				continue
-			}
-			if oldest == "" || exp.Before(oldestExp) {
-				oldest, oldestExp = k, exp
-			}
-		}
-		if len(u.seen) >= u.max && oldest != "" {
-			delete(u.seen, oldest)
-		}
-	}
-	u.seen[key] = now.Add(u.ttl)
-	return true
+	to := notify.Recipient{UserID: n.Recipient.UserID, Email: n.Recipient.Email, Channel: n.Recipient.Channel, Source: n.Recipient.Source}
+	return to, stoppedMessage(op, pod, n.Deleted, issue, to, timeOf(n.StoppedAt))
 }
 
 // issueURL is the GitHub issue of the operation's fault: the

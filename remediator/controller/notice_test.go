@@ -1,33 +1,20 @@
 package controller
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
-	"github.com/kubemedic/kubemedic/remediator/drain"
 )
 
 var noticeTime = time.Date(2026, 11, 21, 14, 0, 0, 0, time.UTC)
@@ -257,255 +244,27 @@ func TestIssueURL(t *testing.T) {
 	require.Equal(t, "GitHub issue", issueLabel("https://github.example.com/issues"))
 }
 
-func TestUIDSet(t *testing.T) {
-	s := newUIDSet(2, time.Hour)
-	now := noticeTime
-	require.True(t, s.add("a", now))
-	require.False(t, s.add("a", now.Add(time.Minute)), "a retried pass does not tell twice")
-	require.True(t, s.add("b", now.Add(time.Minute)))
-	require.True(t, s.add("c", now.Add(2*time.Minute)), "full: the key closest to expiry goes")
-	require.True(t, s.add("a", now.Add(3*time.Minute)), "a was forgotten to make room")
-	require.False(t, s.add("c", now.Add(3*time.Minute)))
-	require.True(t, s.add("c", now.Add(2*time.Minute+time.Hour)), "expired")
-	require.LessOrEqual(t, len(s.seen), 2)
-}
-
-// queued returns the notices waiting in the sender's queue.
-func queued(s *sender) []notice {
-	var out []notice
-	for {
-		select {
-		case n := <-s.queue:
-			out = append(out, n)
-		default:
-			return out
-		}
+// The message a notice owes is the message about the pod it keeps: the
+// same words as stoppedMessage on the pod itself, at the time it was
+// stopped, though the pod is gone.
+func TestNoticeMessage(t *testing.T) {
+	op := testOp()
+	for _, tc := range []struct {
+		desc    string
+		pod     *corev1.Pod
+		deleted bool
+	}{
+		{"a Deployment's pod evicted", testPod("team-a", "web-7d9f-abcde", ownedByReplicaSet("web-7d9f")), false},
+		{"a bare pod deleted after the timeout", testPod("team-a", "notebook"), true},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			n := pendingNotice(tc.pod, alice, tc.deleted)
+			n.State, n.StoppedAt = v1alpha1.OwnerNoticeOwed, ptrTime(noticeTime)
+			to, m := noticeMessage(op, n, testIssue)
+			require.Equal(t, alice, to)
+			want := stoppedMessage(op, tc.pod, tc.deleted, testIssue, alice, noticeTime)
+			require.Equal(t, want.Text, m.Text)
+			require.Equal(t, blocksJSON(t, want), blocksJSON(t, m))
+		})
 	}
-}
-
-func newTestOwnerNotifier(t *testing.T, c client.Reader, defaultChannel string) *ownerNotifier {
-	results := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "test_notifications_total"}, []string{"result"})
-	return &ownerNotifier{
-		sender:         newSender(notify.Disabled{}, 16, time.Second, results, testr.New(t)),
-		reader:         c,
-		defaultChannel: defaultChannel,
-		notified:       newUIDSet(notifiedMax, notifiedTTL),
-	}
-}
-
-func TestOwnerNotifierTell(t *testing.T) {
-	ctx := log.IntoContext(t.Context(), testr.New(t))
-	namespaces := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Annotations: map[string]string{notify.AnnotationOwner: "alice@example.com"}}},
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}},
-	}
-	gets := 0
-	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(namespaces...).WithInterceptorFuncs(interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			gets++
-			if key.Name == "forbidden" {
-				return apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, key.Name, errors.New("no RBAC"))
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-	}).Build()
-	o := newTestOwnerNotifier(t, c, "")
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-017", Annotations: map[string]string{v1alpha1.AnnotationGitHubIssue: testIssue}}}
-	pods := []corev1.Pod{
-		*testPod("team-a", "web-1", ownedByReplicaSet("web")),
-		*testPod("team-a", "notebook"),
-		*testPod("nobody", "orphan"),
-		*testPod("forbidden", "own", func(p *corev1.Pod) { p.Annotations = map[string]string{notify.AnnotationOwner: "U0BOB1234"} }),
-		*testPod("team-a", "replaced"),
-	}
-	stop := func(p corev1.Pod, deleted bool) drain.Stopped {
-		return drain.Stopped{Pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, UID: p.UID, Deleted: deleted}
-	}
-	stopped := []drain.Stopped{
-		stop(pods[0], false), stop(pods[1], true), stop(pods[2], false), stop(pods[3], false),
-		{Pod: types.NamespacedName{Namespace: "team-a", Name: "replaced"}, UID: "another-uid"},
-	}
-
-	o.tell(ctx, testOp(), node, pods, stopped, noticeTime)
-	got := queued(o.sender)
-	var who []string
-	for _, n := range got {
-		who = append(who, n.pod.String()+" → "+n.to.String())
-		require.Contains(t, n.msg.Text, testIssue, "the node's issue")
-		require.Contains(t, n.msg.Text, "on node gpu-017")
-	}
-	require.Equal(t, []string{
-		"team-a/web-1 → email alice@example.com (from namespace annotation kubemedic.io/owner)",
-		"team-a/notebook → email alice@example.com (from namespace annotation kubemedic.io/owner)",
-		"forbidden/own → user U0BOB1234 (from pod annotation kubemedic.io/owner)",
-	}, who, "no owner, no message; an unreadable namespace leaves the pod's own annotation; a UID the drain did not decide on is skipped")
-	require.Equal(t, types.UID("uid-web-1"), got[0].uid)
-	require.Contains(t, got[0].msg.Text, "will recreate it")
-	require.Contains(t, got[1].msg.Text, "deleted at")
-	require.Contains(t, got[1].msg.Text, "submit it again")
-	require.Equal(t, 3, gets, "each namespace read once per pass")
-
-	// The same pass retried (a status write that conflicted): nobody is
-	// told twice.
-	o.tell(ctx, testOp(), node, pods, stopped, noticeTime.Add(5*time.Second))
-	require.Empty(t, queued(o.sender))
-
-	t.Run("the default channel catches pods without an owner", func(t *testing.T) {
-		o := newTestOwnerNotifier(t, c, "#gpu-ops")
-		o.tell(ctx, testOp(), nil, pods[2:3], []drain.Stopped{stop(pods[2], false)}, noticeTime)
-		got := queued(o.sender)
-		require.Len(t, got, 1)
-		require.Equal(t, "channel gpu-ops (from default channel)", got[0].to.String())
-		require.NotContains(t, got[0].msg.Text, "Issue", "no node, no operation annotation: no issue")
-	})
-
-	t.Run("a nil notifier (Slack not configured) does nothing", func(t *testing.T) {
-		var off *ownerNotifier
-		off.tell(ctx, testOp(), node, pods, stopped, noticeTime)
-	})
-}
-
-// fakeNotifier records Posts and answers with err; while block is open,
-// Post waits for it or for its context.
-type fakeNotifier struct {
-	posted chan string // the Text of each Post, in order
-	err    error
-	block  chan struct{}
-}
-
-func (f *fakeNotifier) Post(ctx context.Context, to notify.Recipient, thread *notify.Thread, msg notify.Message) (notify.Thread, error) {
-	if thread != nil {
-		return notify.Thread{}, errors.New("the remediator starts a thread per pod; it never replies")
-	}
-	if f.block != nil {
-		select {
-		case <-f.block:
-		case <-ctx.Done():
-			return notify.Thread{}, ctx.Err()
-		}
-	}
-	f.posted <- msg.Text
-	if f.err != nil {
-		return notify.Thread{}, f.err
-	}
-	return notify.Thread{Channel: "D0001", TS: "1.0", Recipient: to.String()}, nil
-}
-
-func newTestSender(t *testing.T, n notify.Notifier, size int, timeout time.Duration) (*sender, *prometheus.CounterVec) {
-	results := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "test_notifications_total"}, []string{"result"})
-	return newSender(n, size, timeout, results, logr.Discard()), results
-}
-
-func msg(text string) notice {
-	return notice{to: alice, msg: notify.Message{Text: text}, pod: types.NamespacedName{Namespace: "ns", Name: text}}
-}
-
-// count is the value of c's counter for result, read as /metrics would.
-func count(c *prometheus.CounterVec, result string) int {
-	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(c); err != nil {
-		panic(err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		panic(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return int(m.GetCounter().GetValue())
-				}
-			}
-		}
-	}
-	return 0
-}
-
-// runSender starts s and returns a function that stops it and waits.
-func runSender(t *testing.T, s *sender) func() {
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	return func() {
-		cancel()
-		require.NoError(t, <-done)
-	}
-}
-
-func TestSender(t *testing.T) {
-	t.Run("messages go out in order, one at a time", func(t *testing.T) {
-		f := &fakeNotifier{posted: make(chan string, 10)}
-		s, results := newTestSender(t, f, 10, time.Second)
-		for _, m := range []string{"one", "two", "three"} {
-			require.True(t, s.enqueue(msg(m)))
-		}
-		stop := runSender(t, s)
-		require.Equal(t, []string{"one", "two", "three"}, []string{<-f.posted, <-f.posted, <-f.posted})
-		stop()
-		require.Equal(t, 3, count(results, notificationSent))
-		require.Zero(t, count(results, notificationFailed)+count(results, notificationDropped))
-	})
-
-	t.Run("a full queue drops without blocking", func(t *testing.T) {
-		f := &fakeNotifier{posted: make(chan string, 10), block: make(chan struct{})}
-		s, results := newTestSender(t, f, 2, time.Minute)
-		stop := runSender(t, s)
-		// The worker takes the first and waits on Slack; two fit the queue.
-		require.True(t, s.enqueue(msg("first")))
-		require.Eventually(t, func() bool { return len(s.queue) == 0 }, 5*time.Second, time.Millisecond)
-		require.True(t, s.enqueue(msg("second")))
-		require.True(t, s.enqueue(msg("third")))
-		require.False(t, s.enqueue(msg("fourth")), "full")
-		require.Equal(t, 1, count(results, notificationDropped))
-		close(f.block)
-		require.Equal(t, []string{"first", "second", "third"}, []string{<-f.posted, <-f.posted, <-f.posted})
-		stop()
-		require.Equal(t, 3, count(results, notificationSent))
-	})
-
-	t.Run("a failing Slack is counted and not retried", func(t *testing.T) {
-		f := &fakeNotifier{posted: make(chan string, 10), err: fmt.Errorf("notify email alice@example.com: %w", notify.ErrNoRecipient)}
-		s, results := newTestSender(t, f, 4, time.Second)
-		require.True(t, s.enqueue(msg("a")))
-		require.True(t, s.enqueue(msg("b")))
-		stop := runSender(t, s)
-		require.Equal(t, []string{"a", "b"}, []string{<-f.posted, <-f.posted})
-		require.Eventually(t, func() bool { return count(results, notificationFailed) == 2 }, 5*time.Second, time.Millisecond)
-		stop()
-		require.Empty(t, f.posted, "each message is posted once")
-		require.Zero(t, count(results, notificationSent))
-	})
-
-	t.Run("a Slack that hangs is cut off by the timeout", func(t *testing.T) {
-		f := &fakeNotifier{posted: make(chan string, 10), block: make(chan struct{})}
-		s, results := newTestSender(t, f, 4, 20*time.Millisecond)
-		require.True(t, s.enqueue(msg("a")))
-		stop := runSender(t, s)
-		require.Eventually(t, func() bool { return count(results, notificationFailed) == 1 }, 5*time.Second, time.Millisecond)
-		stop()
-	})
-
-	t.Run("what is queued when the manager stops is dropped and counted", func(t *testing.T) {
-		f := &fakeNotifier{posted: make(chan string, 10), block: make(chan struct{})}
-		s, results := newTestSender(t, f, 4, time.Minute)
-		stop := runSender(t, s)
-		require.True(t, s.enqueue(msg("in flight")))
-		require.Eventually(t, func() bool { return len(s.queue) == 0 }, 5*time.Second, time.Millisecond)
-		require.True(t, s.enqueue(msg("waiting 1")))
-		require.True(t, s.enqueue(msg("waiting 2")))
-		stop()
-		require.Equal(t, 2, count(results, notificationDropped))
-		require.Equal(t, 1, count(results, notificationFailed), "the message in flight is cut off")
-	})
-
-	t.Run("Disabled fails every message", func(t *testing.T) {
-		s, results := newTestSender(t, notify.Disabled{}, 4, time.Second)
-		require.True(t, s.enqueue(msg("a")))
-		stop := runSender(t, s)
-		require.Eventually(t, func() bool { return count(results, notificationFailed) == 1 }, 5*time.Second, time.Millisecond)
-		stop()
-	})
-
-	require.True(t, (&sender{}).NeedLeaderElection(), "only the leader drains, so only it sends")
 }

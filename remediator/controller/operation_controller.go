@@ -104,6 +104,9 @@ func (r *OperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	for _, f := range out.afterWrite {
 		f()
 	}
+	if !out.deleted {
+		out.requeue = shortest(out.requeue, r.owners.owe(op, r.Clock.Now()))
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -252,8 +255,12 @@ func (r *OperationReconciler) observe(ctx context.Context, op *v1alpha1.NodeOper
 		var pods corev1.PodList
 		if lerr := r.Reader.List(ctx, &pods, client.MatchingFields{indexPodNode: op.Spec.NodeName}); lerr != nil {
 			err = fmt.Errorf("list pods on node %s: %w", op.Spec.NodeName, lerr)
+			break
 		}
 		st.in.Pods = pods.Items
+		// A pod whose notice waits for its stop and that is going or gone
+		// was stopped, by a pass whose record was lost (owed.go).
+		op.Status.OwnerNotices = noticesSeenStopped(op.Status.OwnerNotices, pods.Items, now)
 	case v1alpha1.PhaseRunning:
 		if st.in.Template, err = r.template(ctx, op.Spec.Operation); err != nil {
 			break
@@ -335,11 +342,15 @@ func (r *OperationReconciler) effect(ctx context.Context, st *step, t *plan.Tran
 	case plan.EffectCordon:
 		return false, r.cordon(ctx, st.in.Node, op.Name)
 	case plan.EffectDrain:
+		// The messages owed to the owners of the pods about to be stopped
+		// are written first, by this pass's status write; the next pass
+		// stops the pods.
+		hold, unrecorded := r.owners.prepare(ctx, op, st.in.Pods, t.Drain)
+		if hold {
+			return true, nil
+		}
 		stopped, blocked, err := r.Drainer.Run(ctx, t.Drain)
-		// Told now, not after the status write: the pods are gone whether
-		// or not that write succeeds, and a retried pass does not stop them
-		// again.
-		r.owners.tell(ctx, op, st.in.Node, st.in.Pods, stopped, st.in.Now)
+		r.owners.stopped(ctx, &t.Status, stopped, unrecorded, st.in.Now)
 		t.Status.Message = plan.DrainProgress(t.Drain, blocked)
 		if err != nil {
 			log.FromContext(ctx).Error(err, "Evicting pods failed; retrying")

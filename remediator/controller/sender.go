@@ -2,51 +2,74 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kubemedic/kubemedic/internal/notify"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
 // Bounds of the Slack sender.
 const (
-	// noticeQueueSize is how many messages may wait for Slack. A drain
-	// stops at most a node's pods (110 by default), a few nodes at a time.
+	// noticeQueueSize is how many operations may wait for the sender. A
+	// full queue loses nothing: the operation's notices stay owed in its
+	// status, and the pass noticeRequeue later queues it again.
 	noticeQueueSize = 512
+	// noticeRequeue is how soon an operation whose notices found the queue
+	// full is looked at again.
+	noticeRequeue = 10 * time.Second
 	// noticeTimeout bounds one message, its retries and Retry-After waits
-	// included, so that a Slack that hangs cannot hold the queue for long.
-	noticeTimeout = 3 * time.Minute
+	// included, so that a Slack that hangs cannot hold the queue for long;
+	// shorter than noticeClaimTimeout.
+	noticeTimeout = 90 * time.Second
 )
 
-// notice is one Slack message about one pod, the root of its own thread.
-type notice struct {
-	to  notify.Recipient
-	msg notify.Message
-	pod types.NamespacedName
-	uid types.UID
-}
+// recordBackoff paces the status writes of claims and records that fail
+// for another reason than a conflict: about 6 s in all, then the message
+// waits for its claim to expire.
+var recordBackoff = wait.Backoff{Steps: 5, Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1}
 
-// sender posts notices from a bounded queue with one worker, so that a
-// reconcile never waits for Slack, whose retries honour Retry-After and can
-// take seconds or minutes. Messages go out in the order they were queued.
+// sender posts the notices owed in NodeOperations' status, one operation
+// at a time from a bounded queue of their names, with one worker, so that
+// a reconcile never waits for Slack, whose retries honour Retry-After and
+// can take seconds or minutes. For each notice it can claim it writes the
+// claim (with the record of the notice before, in the same status write),
+// posts, and records the result; see owed.go. Messages about one
+// operation go out in the order of its notices.
 //
-// Delivery is at most once: a message is never retried once Post failed,
-// a message that finds the queue full is dropped, and the messages still
-// queued when the manager stops (or the process crashes) are lost. Each
-// outcome is counted in kubemedic_remediation_notifications_total and
-// logged.
+// What the queue holds is only a hint: the status says what is owed, the
+// reconciler queues an operation again until nothing is, and a message
+// queued when the manager stops is sent by the next leader.
 //
-// enqueue is safe for concurrent use; Start runs the one worker.
+// enqueue is safe for concurrent use; Start runs the one worker. mu guards
+// queued.
 type sender struct {
 	notifier notify.Notifier
-	queue    chan notice
-	timeout  time.Duration
-	results  *prometheus.CounterVec // by result: sent, failed, dropped
-	log      logr.Logger
+	// client writes claims and records to the operations' status; reader
+	// reads operations and nodes from the API server, not a cache, so that
+	// a claim is decided on what was last written.
+	client  client.Client
+	reader  client.Reader
+	clock   clock.PassiveClock
+	claimer string
+	queue   chan string
+	timeout time.Duration
+	results *prometheus.CounterVec // by result: sent, failed, dropped
+	log     logr.Logger
+
+	mu     sync.Mutex
+	queued map[string]bool // names in queue
 }
 
 var (
@@ -54,76 +77,196 @@ var (
 	_ manager.LeaderElectionRunnable = (*sender)(nil)
 )
 
-func newSender(n notify.Notifier, size int, timeout time.Duration, results *prometheus.CounterVec, logger logr.Logger) *sender {
-	return &sender{notifier: n, queue: make(chan notice, size), timeout: timeout, results: results, log: logger}
+// newSender returns a sender claiming as claimer (the process, for
+// people reading the status).
+func newSender(n notify.Notifier, c client.Client, reader client.Reader, clk clock.PassiveClock, claimer string, size int, timeout time.Duration, results *prometheus.CounterVec, logger logr.Logger) *sender {
+	return &sender{notifier: n, client: c, reader: reader, clock: clk, claimer: claimer, queue: make(chan string, size),
+		timeout: timeout, results: results, log: logger, queued: map[string]bool{}}
 }
 
-// enqueue queues n without blocking. It reports false, counts a dropped
-// message and logs it when the queue is full.
-func (s *sender) enqueue(n notice) bool {
+// enqueue queues the operation's name without blocking, once while it
+// waits. It reports false, and logs it, when the queue is full.
+func (s *sender) enqueue(op string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queued[op] {
+		return true
+	}
 	select {
-	case s.queue <- n:
+	case s.queue <- op:
+		s.queued[op] = true
 		return true
 	default:
-		s.results.WithLabelValues(notificationDropped).Inc()
-		s.log.Info("Dropping Slack message to a pod's owner: the queue is full", "pod", n.pod, "recipient", n.to.String(), "queueSize", cap(s.queue))
+		s.log.Info("Slack queue full: the operation's messages stay owed and are queued again later", "nodeOperation", op, "queueSize", cap(s.queue), "retryIn", noticeRequeue)
 		return false
 	}
 }
 
-// Start sends queued messages until ctx ends, then drops what is left.
+// Start sends the notices of queued operations until ctx ends.
 func (s *sender) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			s.dropQueued()
 			return nil
-		case n := <-s.queue:
+		case op := <-s.queue:
+			s.mu.Lock()
+			delete(s.queued, op)
+			s.mu.Unlock()
 			if ctx.Err() != nil {
-				s.drop(n)
-				s.dropQueued()
 				return nil
 			}
-			s.send(ctx, n)
+			s.sendOwed(ctx, op)
 		}
 	}
 }
 
-// NeedLeaderElection is true: only the leader drains, so only it has
-// anything to send, and a standby must not send what it never queued.
+// NeedLeaderElection is true: only the leader drains and sends; a standby
+// that becomes leader finds what is owed in the operations' status.
 func (s *sender) NeedLeaderElection() bool { return true }
 
-func (s *sender) send(ctx context.Context, n notice) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	s.log.V(1).Info("Sending Slack message to a pod's owner", "pod", n.pod, "podUID", n.uid, "recipient", n.to.String())
-	th, err := s.notifier.Post(ctx, n.to, nil, n.msg)
-	if err != nil {
-		s.results.WithLabelValues(notificationFailed).Inc()
-		s.log.Error(err, "Slack message to a pod's owner failed; it is not sent again", "pod", n.pod, "podUID", n.uid, "recipient", n.to.String())
-		return
-	}
-	s.results.WithLabelValues(notificationSent).Inc()
-	kv := []any{"pod", n.pod, "podUID", n.uid, "recipient", th.Recipient, "channel", th.Channel, "ts", th.TS}
-	if th.Fallback != "" {
-		kv = append(kv, "fallback", th.Fallback)
-	}
-	s.log.Info("Told a pod's owner on Slack that a drain stopped the pod", kv...)
-}
-
-// dropQueued empties the queue, counting and logging each message as dropped.
-func (s *sender) dropQueued() {
-	for {
-		select {
-		case n := <-s.queue:
-			s.drop(n)
-		default:
+// sendOwed claims, sends and records the operation's claimable notices one
+// by one: each status write records the notice just sent (or refused) and
+// claims the next, with an optimistic lock, on the operation as read from
+// the API server. It returns when nothing is left to claim, when Slack
+// fails in a way worth retrying (the claim expires and a later pass
+// queues the operation again), or when the status cannot be written.
+func (s *sender) sendOwed(ctx context.Context, name string) {
+	logger := s.log.WithValues("nodeOperation", name)
+	var (
+		done     *v1alpha1.OwnerNotice // sent or refused, not yet recorded
+		node     *corev1.Node
+		nodeRead bool
+		backoff  = recordBackoff
+	)
+	for ctx.Err() == nil {
+		op := &v1alpha1.NodeOperation{}
+		if err := s.reader.Get(ctx, client.ObjectKey{Name: name}, op); err != nil {
+			if apierrors.IsNotFound(err) {
+				if done != nil {
+					logger.Info("Operation deleted before its sent Slack message was recorded", "pod", done.Namespace+"/"+done.Name)
+				}
+				return
+			}
+			if !s.pause(ctx, &backoff) {
+				logger.Error(err, "Reading the operation to send its Slack messages failed; retried on a later pass")
+				return
+			}
+			continue
+		}
+		orig := op.DeepCopy()
+		now := s.clock.Now()
+		if done != nil {
+			if i := noticeIndex(op.Status.OwnerNotices, done.UID); i >= 0 {
+				op.Status.OwnerNotices[i] = *done
+			}
+		}
+		var next *v1alpha1.OwnerNotice
+		if idx, _ := claimable(op.Status.OwnerNotices, now); len(idx) > 0 {
+			n := &op.Status.OwnerNotices[idx[0]]
+			n.State, n.ClaimedAt, n.Claimer = v1alpha1.OwnerNoticeClaimed, ptrTime(now), s.claimer
+			c := *n
+			next = &c
+		}
+		if next == nil && done == nil {
+			return
+		}
+		if err := s.client.Status().Patch(ctx, op, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			switch {
+			case apierrors.IsNotFound(err):
+				return
+			case apierrors.IsConflict(err):
+				// Another writer (the reconciler, another leader): read
+				// and decide again.
+				continue
+			case !s.pause(ctx, &backoff):
+				logger.Error(err, "Writing the Slack message claims and records to the operation's status failed; a sent message may be repeated once its claim expires")
+				return
+			}
+			continue
+		}
+		done, backoff = nil, recordBackoff
+		if next == nil {
+			return
+		}
+		if !nodeRead {
+			node, nodeRead = s.node(ctx, op.Spec.NodeName), true
+		}
+		if done = s.send(ctx, op, node, *next); done == nil {
 			return
 		}
 	}
 }
 
-func (s *sender) drop(n notice) {
-	s.results.WithLabelValues(notificationDropped).Inc()
-	s.log.Info("Dropping Slack message to a pod's owner: the remediator is stopping", "pod", n.pod, "recipient", n.to.String())
+// pause waits the backoff's next step; false when it is spent or ctx ended.
+func (s *sender) pause(ctx context.Context, b *wait.Backoff) bool {
+	if b.Steps <= 1 {
+		return false
+	}
+	t := time.NewTimer(b.Step())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// node reads the operation's node for its issue annotation; nil when it
+// cannot be read.
+func (s *sender) node(ctx context.Context, name string) *corev1.Node {
+	n := &corev1.Node{}
+	if err := s.reader.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		if !apierrors.IsNotFound(err) {
+			s.log.Error(err, "Reading the node for its issue link failed; messages go without it", "node", name)
+		}
+		return nil
+	}
+	return n
+}
+
+// send posts the claimed notice n and returns it as it must be recorded:
+// Sent, or Failed when Slack refused it for good; nil when Slack failed in
+// a way worth retrying, leaving the claim to expire.
+func (s *sender) send(ctx context.Context, op *v1alpha1.NodeOperation, node *corev1.Node, n v1alpha1.OwnerNotice) *v1alpha1.OwnerNotice {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	to, msg := noticeMessage(op, n, issueURL(op, node))
+	pod := n.Namespace + "/" + n.Name
+	s.log.V(1).Info("Sending Slack message to a pod's owner", "nodeOperation", op.Name, "pod", pod, "podUID", n.UID, "recipient", to.String())
+	th, err := s.notifier.Post(ctx, to, nil, msg)
+	if err != nil {
+		s.results.WithLabelValues(notificationFailed).Inc()
+		if notify.IsPermanent(err) {
+			s.log.Error(err, "Slack refused the message to a pod's owner; it is not sent again", "nodeOperation", op.Name, "pod", pod, "podUID", n.UID, "recipient", to.String())
+			n.State, n.Message = v1alpha1.OwnerNoticeFailed, clip(err.Error(), 512)
+			return &n
+		}
+		s.log.Error(err, "Slack message to a pod's owner failed; sent again once its claim expires", "nodeOperation", op.Name, "pod", pod, "podUID", n.UID, "recipient", to.String(), "claimTimeout", noticeClaimTimeout)
+		return nil
+	}
+	s.results.WithLabelValues(notificationSent).Inc()
+	kv := []any{"nodeOperation", op.Name, "pod", pod, "podUID", n.UID, "recipient", th.Recipient, "channel", th.Channel, "ts", th.TS}
+	if th.Fallback != "" {
+		kv = append(kv, "fallback", th.Fallback)
+	}
+	s.log.Info("Told a pod's owner on Slack that a drain stopped the pod", kv...)
+	n.State, n.SentAt, n.Channel, n.TS = v1alpha1.OwnerNoticeSent, ptrTime(s.clock.Now()), clip(th.Channel, 64), clip(th.TS, 64)
+	return &n
+}
+
+// noticeIndex is the index of the notice with uid, -1 when there is none.
+func noticeIndex(notices []v1alpha1.OwnerNotice, uid string) int {
+	for i := range notices {
+		if notices[i].UID == uid {
+			return i
+		}
+	}
+	return -1
+}
+
+// claimerName names this process in the claims it writes: the host (the
+// pod's name) and a random suffix, as a restarted container keeps its host.
+func claimerName(host string) string {
+	return fmt.Sprintf("%s_%s", clip(host, 240), rand.String(8))
 }

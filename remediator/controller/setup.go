@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -195,7 +196,12 @@ func setupOwnerNotifier(ctx context.Context, mgr ctrl.Manager, opts Options, m *
 		log.FromContext(ctx).Info("No Slack notifier: the owners of pods a drain stops are not told")
 		return nil, nil
 	}
-	s := newSender(opts.Notifier, noticeQueueSize, noticeTimeout, m.notifications, mgr.GetLogger().WithName("owner-notices"))
+	host, err := os.Hostname()
+	if err != nil {
+		host = "kubemedic-remediator"
+	}
+	s := newSender(opts.Notifier, mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, claimerName(host),
+		noticeQueueSize, noticeTimeout, m.notifications, mgr.GetLogger().WithName("owner-notices"))
 	if err := mgr.Add(s); err != nil {
 		return nil, fmt.Errorf("add the Slack sender: %w", err)
 	}
@@ -203,7 +209,6 @@ func setupOwnerNotifier(ctx context.Context, mgr ctrl.Manager, opts Options, m *
 		sender:         s,
 		reader:         mgr.GetAPIReader(),
 		defaultChannel: opts.DefaultChannel,
-		notified:       newUIDSet(notifiedMax, notifiedTTL),
 	}, nil
 }
 
