@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
@@ -147,6 +148,80 @@ func TestDrainNotifiesOwners(t *testing.T) {
 	require.Equal(t, float64(0), rem.metric("kubemedic_remediation_notifications_total", map[string]string{"result": "failed"}))
 	require.Equal(t, float64(0), rem.metric("kubemedic_remediation_notifications_total", map[string]string{"result": "dropped"}))
 	require.Len(t, slack.Messages(), 3)
+}
+
+// TestDrainNoticesOutliveARestart: the remediator that drains a node
+// claims its first message and is stopped while Slack hangs on it, like a
+// crash between the eviction and the message. A new remediator sends the
+// message nobody holds at once, the claimed one once the claim expired
+// (3 minutes on the remediators' clock), and each exactly once: the
+// messages owed live in the NodeOperation, not in the process.
+func TestDrainNoticesOutliveARestart(t *testing.T) {
+	env := startCluster(t)
+	ctx := context.Background()
+	slack := notifytest.New(t)
+	slack.AddUser("U0ALICE001", "alice@example.com")
+	node := gpuNodes(t, env, "restart", 1)[0]
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: "team-r", Annotations: map[string]string{notify.AnnotationOwner: "alice@example.com"}}}))
+	for _, name := range []string{"p0", "p1"} {
+		_, err := env.CreatePod(ctx, localcluster.PodSpec{Namespace: "team-r", Name: name, NodeName: node})
+		require.NoError(t, err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	hung := &hangingSlack{posts: make(chan string, 10)}
+	first := newRemediator(t, env)
+	first.opts.Clock, first.opts.Notifier = clk, hung
+	first.start()
+
+	op := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "restart-" + node},
+		Spec: v1alpha1.NodeOperationSpec{NodeName: node, StepAction: v1alpha1.StepAction{Operation: opDrain, Drain: &v1alpha1.DrainSpec{Timeout: dur(time.Minute)}}, Reason: "planned"}}
+	require.NoError(t, env.Client.Create(ctx, op))
+	select {
+	case text := <-hung.posts:
+		require.Contains(t, text, "team-r/p0 ")
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the first remediator sent nothing: %s", describeOps(env))
+	}
+	first.stop()
+	require.Equal(t, []string{"p0=Claimed", "p1=Owed"}, noticeStates(getOp(t, env, op.Name)))
+
+	second := newRemediator(t, env)
+	second.opts.Clock, second.opts.Notifier = clk, notify.NewSlack(notifytest.Token, notify.SlackOptions{APIURL: slack.URL()})
+	second.start()
+	msgs := slack.WaitMessages(t, 1, 30*time.Second)
+	require.Contains(t, msgs[0].Text, "team-r/p1 ", "the message nobody holds goes at once")
+	require.Never(t, func() bool { return len(slack.Messages()) > 1 }, 2*time.Second, 100*time.Millisecond,
+		"the first remediator's claim holds until it expires")
+
+	clk.Step(3*time.Minute + time.Second)
+	// Any change to the operation makes the next pass (the pass after the
+	// claim expired comes by itself, 3 minutes of real time later).
+	patch := []byte(`{"metadata":{"annotations":{"kubemedic.test/poke":"1"}}}`)
+	require.NoError(t, env.Client.Patch(ctx, &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: op.Name}}, client.RawPatch(types.MergePatchType, patch)))
+	msgs = slack.WaitMessages(t, 2, 30*time.Second)
+	require.Contains(t, msgs[1].Text, "team-r/p0 ")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.Equal(c, []string{"p0=Sent", "p1=Sent"}, noticeStates(getOp(t, env, op.Name)))
+	}, 30*time.Second, 200*time.Millisecond)
+	require.Never(t, func() bool { return len(slack.Messages()) > 2 }, 2*time.Second, 100*time.Millisecond, "each told once")
+}
+
+// hangingSlack is a Slack that never answers: Post waits for its context.
+type hangingSlack struct{ posts chan string }
+
+func (h *hangingSlack) Post(ctx context.Context, _ notify.Recipient, _ *notify.Thread, msg notify.Message) (notify.Thread, error) {
+	h.posts <- msg.Text
+	<-ctx.Done()
+	return notify.Thread{}, ctx.Err()
+}
+
+func noticeStates(op *v1alpha1.NodeOperation) []string {
+	var out []string
+	for _, n := range op.Status.OwnerNotices {
+		out = append(out, n.Name+"="+string(n.State))
+	}
+	return out
 }
 
 func annotateNode(t *testing.T, env *localcluster.Cluster, node, issue string) {
