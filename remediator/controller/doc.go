@@ -8,10 +8,12 @@
 //     the admission ledger), cordon, the diagnostics capture, drain, the
 //     operation pod, verification, uncordon, quarantine, and garbage
 //     collection after the retention period.
-//     When its drain stops a pod, it queues a Slack message to the pod's
-//     owner (notice.go); a sender Runnable posts them (sender.go), so that
-//     no reconcile ever waits for Slack. These messages are the one thing
-//     kept in memory, and they are best effort: at most once per pod.
+//     Before its drain stops a pod, it writes the Slack message owed to the
+//     pod's owner into the operation's status (notice.go; owed.go holds the
+//     pure decisions of the claim → send → record model); a sender
+//     Runnable claims, posts and records them (sender.go), so that no
+//     reconcile ever waits for Slack, and a crash or a second leader
+//     repeats a message at worst and never loses one.
 //
 // Beside them, Setup wires the diagnostics keeper (remediator/evidence),
 // which the operation reconciler calls for the capture pod, the

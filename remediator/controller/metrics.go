@@ -52,7 +52,7 @@ func NewMetrics(reader client.Reader) *Metrics {
 		}, []string{"policy", "step"}),
 		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubemedic_remediation_notifications_total",
-			Help: "Slack messages to the owners of pods a drain stopped, by result: sent; failed (Slack refused it or did not answer in time; not retried); dropped (the queue was full, or the remediator stopped before sending it).",
+			Help: "Slack messages to the owners of pods a drain stopped, by result: sent (each post Slack accepted, repeats included); failed (a post Slack refused or did not answer in time; sent again once its claim expires, unless refused for good); dropped (never sent: the operation's status held no room for its notice).",
 		}, []string{"result"}),
 		captures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubemedic_remediation_captures_total",
