@@ -33,6 +33,10 @@ const (
 	// included, so that a Slack that hangs cannot hold the queue for long;
 	// shorter than noticeClaimTimeout.
 	noticeTimeout = 90 * time.Second
+	// maxNoticeConflicts bounds the status writes of one claim or record
+	// that conflict in a row, each after a fresh read; then they are
+	// paced like other failures.
+	maxNoticeConflicts = 10
 )
 
 // recordBackoff paces the status writes of claims and records that fail
@@ -137,6 +141,8 @@ func (s *sender) sendOwed(ctx context.Context, name string) {
 		node     *corev1.Node
 		nodeRead bool
 		backoff  = recordBackoff
+		// conflicts in a row: the reconciler writes the same status.
+		conflicts int
 	)
 	for ctx.Err() == nil {
 		op := &v1alpha1.NodeOperation{}
@@ -174,9 +180,10 @@ func (s *sender) sendOwed(ctx context.Context, name string) {
 			switch {
 			case apierrors.IsNotFound(err):
 				return
-			case apierrors.IsConflict(err):
+			case apierrors.IsConflict(err) && conflicts < maxNoticeConflicts:
 				// Another writer (the reconciler, another leader): read
 				// and decide again.
+				conflicts++
 				continue
 			case !s.pause(ctx, &backoff):
 				logger.Error(err, "Writing the Slack message claims and records to the operation's status failed; a sent message may be repeated once its claim expires")
@@ -184,7 +191,7 @@ func (s *sender) sendOwed(ctx context.Context, name string) {
 			}
 			continue
 		}
-		done, backoff = nil, recordBackoff
+		done, backoff, conflicts = nil, recordBackoff, 0
 		if next == nil {
 			return
 		}
