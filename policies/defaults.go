@@ -32,6 +32,17 @@ const (
 	DefaultRedfishReset     = "PowerCycle"
 )
 
+// The claim → send → record protocol of a Slack notice, shared by the
+// janitor's notices and the remediator's drain notices (each kept in the
+// API server): NoticeSendTimeout bounds one send, Slack's retries and
+// Retry-After waits included; a claimed notice whose send was not recorded
+// within NoticeClaimTimeout (longer than a send) is anyone's to send again,
+// so a crash or lost answer repeats a message at worst, never loses it.
+const (
+	NoticeSendTimeout  = 90 * time.Second
+	NoticeClaimTimeout = 3 * time.Minute
+)
+
 // DefaultDiagnosticsWhen is when a capture runs when its spec says nothing.
 const DefaultDiagnosticsWhen = v1alpha1.DiagnosticsBeforeDrain
 

@@ -118,11 +118,11 @@ const (
 
 // ClaimTimeout is how long a claimed, unsent notice holds before another
 // janitor may take it over: longer than NoticeTimeout.
-const ClaimTimeout = 3 * time.Minute
+const ClaimTimeout = policies.NoticeClaimTimeout
 
 // NoticeTimeout bounds the sending of one notice, Slack's retries and
 // Retry-After waits included; a notice not sent by then is retried later.
-const NoticeTimeout = 90 * time.Second
+const NoticeTimeout = policies.NoticeSendTimeout
 
 // Input is everything Next needs about one pod.
 type Input struct {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/drain"
 )
@@ -34,7 +35,7 @@ import (
 // noticeClaimTimeout is how long a claimed, unrecorded message holds
 // before anyone may send it again: longer than noticeTimeout, the bound of
 // one send, and its record's retries.
-const noticeClaimTimeout = 3 * time.Minute
+const noticeClaimTimeout = policies.NoticeClaimTimeout
 
 // stopping is a pod a drain pass is about to stop, whose notice must be
 // written before it is.

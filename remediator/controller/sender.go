@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kubemedic/kubemedic/internal/notify"
+	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
@@ -32,7 +33,7 @@ const (
 	// noticeTimeout bounds one message, its retries and Retry-After waits
 	// included, so that a Slack that hangs cannot hold the queue for long;
 	// shorter than noticeClaimTimeout.
-	noticeTimeout = 90 * time.Second
+	noticeTimeout = policies.NoticeSendTimeout
 	// maxNoticeConflicts bounds the status writes of one claim or record
 	// that conflict in a row, each after a fresh read; then they are
 	// paced like other failures.
