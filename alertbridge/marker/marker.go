@@ -49,6 +49,17 @@ type State struct {
 	// their NodeOperations' diagnostics bundles. At most maxNodes of them
 	// when the state had to be compacted.
 	Nodes []string `json:"nd,omitempty"`
+	// TitleDigest is TitleDigest of the title the bridge last gave the
+	// issue (when filing it or retitling it): while the issue's title has
+	// this digest it is still the bridge's to change. "" when unknown (an
+	// issue filed before titles followed their group): never retitled.
+	TitleDigest string `json:"td,omitempty"`
+	// Labels are the labels the bridge last rendered for the issue,
+	// sorted: it adds what is newly rendered and removes only what it
+	// rendered before and no longer does. nil when unknown (an issue filed
+	// before labels followed their group); never empty otherwise, since
+	// the identity label is always rendered.
+	Labels []string `json:"l,omitempty"`
 }
 
 // FiringTotal is how many alerts fired at the last applied transition,
@@ -65,6 +76,13 @@ func (st State) FiringTotal() int {
 func FiringDigest(fps []string) string {
 	h := sha256.Sum256([]byte(strings.Join(fps, ",")))
 	return hex.EncodeToString(h[:16])
+}
+
+// TitleDigest identifies an issue title the bridge set, so that the state
+// can tell whether the issue still has it without holding the title.
+func TitleDigest(title string) string {
+	h := sha256.Sum256([]byte(title))
+	return hex.EncodeToString(h[:8])
 }
 
 // Member is one alert group that the storm guard sent to a roll-up issue.

@@ -14,7 +14,8 @@ import (
 )
 
 func TestRoundTrip(t *testing.T) {
-	st := State{Firing: []string{"a1", "b2"}, Applied: "00000001763719200000000000", LastComment: "abc"}
+	st := State{Firing: []string{"a1", "b2"}, Applied: "00000001763719200000000000", LastComment: "abc",
+		TitleDigest: TitleDigest("[critical] Node gpu-7: GPUXidError — repairing"), Labels: []string{"incident:repairing", "kubemedic-alert"}}
 	body, err := Append("## GPU lost on gpu-7\n\nbody text", "0123abcd", st)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(body, "## GPU lost on gpu-7\n\nbody text\n\n<!-- kubemedic-alertbridge key=0123abcd state="))
@@ -150,4 +151,11 @@ func TestTransition(t *testing.T) {
 	assert.True(t, HasTransition(c, "0042"))
 	assert.False(t, HasTransition(c, "004"))
 	assert.False(t, HasTransition("**Resolved**", "0042"))
+}
+
+func TestTitleDigest(t *testing.T) {
+	a := TitleDigest("[critical] Node gpu-7: GPUXidError — repairing")
+	assert.Len(t, a, 16)
+	assert.Equal(t, a, TitleDigest("[critical] Node gpu-7: GPUXidError — repairing"))
+	assert.NotEqual(t, a, TitleDigest("[critical] Node gpu-7: GPUXidError — quarantined"))
 }
