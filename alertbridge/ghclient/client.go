@@ -57,12 +57,20 @@ type NewIssue struct {
 	Assignees []string
 }
 
-// Edit changes an issue; a nil field is left as it is. It deliberately has
-// no title, labels or assignees: people own those after creation.
+// Edit changes an issue; a nil field is left as it is. It has no
+// assignees: people own those after creation. Title and Labels are set only
+// as decide.Follow allows (a title the bridge set and nobody changed, the
+// labels it rendered), and only through EditIssue: GitHub's GraphQL takes
+// labels by ID, not by name, so Transition refuses an Edit with either.
 type Edit struct {
 	Body        *string
 	State       *IssueState
 	StateReason *StateReason
+	Title       *string
+	// Labels replaces the issue's whole label set (REST PATCH semantics):
+	// build it from the labels GitHub last answered with, so that the
+	// labels people set are kept.
+	Labels *[]string
 }
 
 // Comment is one issue comment.
@@ -81,7 +89,8 @@ type Client interface {
 	ListIssues(ctx context.Context, repo, label string, since time.Time) ([]Issue, error)
 	// CreateIssue files an issue.
 	CreateIssue(ctx context.Context, repo string, in NewIssue) (Issue, error)
-	// EditIssue changes body, state and state reason, nothing else.
+	// EditIssue changes body, state, state reason, title and labels as
+	// the Edit says, never the assignees.
 	EditIssue(ctx context.Context, repo string, number int, e Edit) (Issue, error)
 	// CreateComment comments on an issue.
 	CreateComment(ctx context.Context, repo string, number int, body string) error

@@ -198,21 +198,29 @@ func TestListCommentsPaginates(t *testing.T) {
 	require.Equal(t, 2, e.fake.CallCount(http.MethodGet, "/repos/*/*/issues/*/comments"))
 }
 
-func TestEditSendsOnlyBodyStateAndStateReason(t *testing.T) {
-	body, closed, reason := "b", ghclient.StateClosed, ghclient.ReasonCompleted
+func TestEditSendsOnlyWhatItSets(t *testing.T) {
+	body, closed, reason, title := "b", ghclient.StateClosed, ghclient.ReasonCompleted, "[critical] Node gpu-7: GPUXidError — quarantined"
+	labels, none := []string{"incident:quarantined", "kubemedic"}, []string{}
 	for _, tc := range []struct {
-		desc     string
-		edit     ghclient.Edit
-		wantKeys []string
+		desc       string
+		edit       ghclient.Edit
+		wantKeys   []string
+		wantTitle  string
+		wantLabels []string
 	}{
-		{desc: "everything an edit may carry", edit: ghclient.Edit{Body: &body, State: &closed, StateReason: &reason}, wantKeys: []string{"body", "state", "state_reason"}},
-		{desc: "only the state", edit: ghclient.Edit{State: &closed}, wantKeys: []string{"state"}},
-		{desc: "only the body", edit: ghclient.Edit{Body: &body}, wantKeys: []string{"body"}},
+		{desc: "body, state and reason", edit: ghclient.Edit{Body: &body, State: &closed, StateReason: &reason},
+			wantKeys: []string{"body", "state", "state_reason"}, wantTitle: "title", wantLabels: []string{"kubemedic"}},
+		{desc: "only the state", edit: ghclient.Edit{State: &closed}, wantKeys: []string{"state"}, wantTitle: "title", wantLabels: []string{"kubemedic"}},
+		{desc: "only the body", edit: ghclient.Edit{Body: &body}, wantKeys: []string{"body"}, wantTitle: "title", wantLabels: []string{"kubemedic"}},
+		{desc: "title and labels with the body", edit: ghclient.Edit{Body: &body, Title: &title, Labels: &labels},
+			wantKeys: []string{"body", "labels", "title"}, wantTitle: title, wantLabels: labels},
+		{desc: "an empty label list is sent, not omitted", edit: ghclient.Edit{Labels: &none},
+			wantKeys: []string{"labels"}, wantTitle: "title"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			e := newEnv(t)
 			n := e.fake.AddIssue(repo, "title", "", "kubemedic")
-			_, err := e.client.EditIssue(context.Background(), repo, n, tc.edit)
+			got, err := e.client.EditIssue(context.Background(), repo, n, tc.edit)
 			require.NoError(t, err)
 			calls := e.fake.Calls()
 			require.Len(t, calls, 1)
@@ -225,6 +233,8 @@ func TestEditSendsOnlyBodyStateAndStateReason(t *testing.T) {
 			}
 			sort.Strings(keys)
 			require.Equal(t, tc.wantKeys, keys)
+			require.Equal(t, tc.wantTitle, got.Title)
+			require.Equal(t, tc.wantLabels, got.Labels)
 		})
 	}
 }

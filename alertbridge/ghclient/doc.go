@@ -8,8 +8,10 @@
 //   - It never calls the Search API: issues are found through the issues list
 //     endpoint filtered by label, which is consistent right after a write
 //     where search is not.
-//   - An edit never sends title, labels or assignees: people own those once
-//     the issue exists, and the bridge must not undo their triage.
+//   - An edit never sends assignees, and sends a title or labels only when
+//     the caller says so (the bridge, as decide.Follow allows: a title it
+//     set that nobody changed, labels it rendered): people own them once the
+//     issue exists, and the bridge must not undo their triage.
 //   - It never logs a token or a private key, and no error it returns
 //     contains one.
 //   - It never retries a permanent 4xx (bad repository, validation error, a

@@ -148,6 +148,12 @@ func applyEdit(is *Issue, e Edit, now time.Time) {
 	if e.Body != nil {
 		is.Body = *e.Body
 	}
+	if e.Title != nil {
+		is.Title = *e.Title
+	}
+	if e.Labels != nil {
+		is.Labels = slices.Clone(*e.Labels)
+	}
 	wasClosed := is.State == StateClosed
 	switch {
 	case e.State != nil && *e.State == StateClosed && !wasClosed:

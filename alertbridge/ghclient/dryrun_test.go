@@ -118,6 +118,12 @@ func TestDryRunWithoutReads(t *testing.T) {
 	edited.UpdatedAt = time.Time{}
 	require.Equal(t, ghclient.Issue{Repo: repo, Number: 7, State: ghclient.StateOpen}, edited)
 
+	title, labels := "[warning] Node gpu-7: GPUXidError — quarantined", []string{"incident:quarantined", "kubemedic"}
+	edited, err = dry.EditIssue(ctx, repo, 7, ghclient.Edit{Title: &title, Labels: &labels})
+	require.NoError(t, err)
+	require.Equal(t, title, edited.Title, "a retitle is applied to the dry run's view")
+	require.Equal(t, labels, edited.Labels)
+
 	_, err = dry.CreateIssue(ctx, "no-slash", ghclient.NewIssue{Title: "t"})
 	require.True(t, ghclient.IsPermanent(err), "a malformed repository fails as it would for real")
 }

@@ -35,6 +35,11 @@ func (c *client) Transition(ctx context.Context, repo string, number int, nodeID
 		return Issue{}, &PermanentError{Endpoint: EndpointTransition, Repo: repo, Reason: "no_node_id",
 			Err: fmt.Errorf("issue #%d has no node ID", number)}
 	}
+	if e.Title != nil || e.Labels != nil {
+		// Not sent here: labels go by name through REST only (EditIssue).
+		return Issue{}, &PermanentError{Endpoint: EndpointTransition, Repo: repo, Reason: "bad_request",
+			Err: fmt.Errorf("transition of issue #%d: a title or labels are edited with EditIssue", number)}
+	}
 	endpoint := c.graphqlURL()
 	var out graphqlResponse
 	err := c.do(ctx, EndpointTransition, repo, func(ctx context.Context, gh *github.Client) (*github.Response, error) {

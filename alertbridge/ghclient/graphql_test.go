@@ -81,4 +81,11 @@ func TestTransitionErrors(t *testing.T) {
 
 	_, err = e.client.Transition(ctx, repo, 1, "", ghclient.Edit{Body: ptr("x")}, "c")
 	assert.True(t, ghclient.IsPermanent(err), "an issue without a node ID: %v", err)
+
+	calls := e.fake.CallCount("", "/api/graphql")
+	_, err = e.client.Transition(ctx, repo, 1, "I_kwDOnope", ghclient.Edit{Body: ptr("x"), Labels: &[]string{"incident:quarantined"}}, "c")
+	assert.True(t, ghclient.IsPermanent(err), "labels go by name through REST only: %v", err)
+	_, err = e.client.Transition(ctx, repo, 1, "I_kwDOnope", ghclient.Edit{Title: ptr("t")}, "c")
+	assert.True(t, ghclient.IsPermanent(err), "a title too: %v", err)
+	assert.Equal(t, calls, e.fake.CallCount("", "/api/graphql"), "refused before any request")
 }

@@ -24,11 +24,16 @@ func createRequest(in NewIssue) *github.IssueRequest {
 	return req
 }
 
-// editRequest is the body of PATCH /repos/{o}/{r}/issues/{n}: body, state
-// and state_reason only. Title, labels and assignees belong to people once
-// the issue exists and are never sent.
+// editRequest is the body of PATCH /repos/{o}/{r}/issues/{n}: body, state,
+// state_reason, title and labels, each only when the Edit sets it.
+// Assignees belong to people once the issue exists and are never sent.
 func editRequest(e Edit) *github.IssueRequest {
-	req := &github.IssueRequest{Body: e.Body}
+	req := &github.IssueRequest{Body: e.Body, Title: e.Title}
+	if e.Labels != nil {
+		// An empty list is sent as [] (remove every label), never omitted.
+		labels := append([]string{}, (*e.Labels)...)
+		req.Labels = &labels
+	}
 	if e.State != nil {
 		req.State = github.String(string(*e.State))
 	}
