@@ -11,6 +11,8 @@
 // guard has a slot, or the roll-up), which issue the cache keeps for a key
 // when GitHub lists several (and which roll-up issue it adopts), and the
 // roll-up issue's life: a member's start and resolve, when a sync files,
-// edits or closes the roll-up, and when it is finished. The bridge keeps
+// edits or closes the roll-up, and when it is finished; and how an issue's
+// title and labels follow what its group renders (a node incident's phase)
+// without undoing what people changed (FollowRendered). The bridge keeps
 // the state and its locks, and hands these functions copies.
 package decide
