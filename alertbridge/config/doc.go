@@ -61,6 +61,7 @@
 //	headAlerts N ALERTS     the first N alerts
 //	pick NAMES KV           the labels of KV named in NAMES
 //	sub A B                 A - B
+//	matchAlerts M ALERTS    the alerts whose labels match the Alertmanager matcher M, e.g. `severity="critical"`
 //
 // The package must never reach the network or GitHub: it decides nothing
 // about issues, it only says where a group goes and how it is written.

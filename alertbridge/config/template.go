@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/alertmanager/pkg/labels"
 	"github.com/prometheus/alertmanager/template"
 
 	"github.com/kubemedic/kubemedic/alertbridge/payload"
@@ -34,6 +35,7 @@ var funcs = map[string]any{
 	"headAlerts":    headAlerts,
 	"pick":          pick,
 	"sub":           func(a, b int) int { return a - b },
+	"matchAlerts":   matchAlerts,
 }
 
 // FuncNames returns the names of the functions the bridge adds to
@@ -329,4 +331,22 @@ func pick(names []string, kv template.KV) template.KV {
 		}
 	}
 	return out
+}
+
+// matchAlerts returns the alerts whose labels match an Alertmanager matcher
+// (name="value", name!="value", name=~"regex", name!~"regex"; a label an
+// alert lacks matches as ""), in their order. A matcher that does not parse
+// is an error, which the check at load reports.
+func matchAlerts(matcher string, alerts template.Alerts) (template.Alerts, error) {
+	m, err := labels.ParseMatcher(matcher)
+	if err != nil {
+		return nil, fmt.Errorf("matchAlerts: bad matcher %q: %w", matcher, err)
+	}
+	var out template.Alerts
+	for _, a := range alerts {
+		if m.Matches(a.Labels[m.Name]) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func TestFuncsDoNotShadowAlertmanagers(t *testing.T) {
-	require.Equal(t, []string{"annotation", "headAlerts", "labelSet", "labelValues", "mdCell", "pick", "silenceURL", "startedAt", "sub", "timestamp", "truncate", "varyingLabels"}, config.FuncNames())
+	require.Equal(t, []string{"annotation", "headAlerts", "labelSet", "labelValues", "matchAlerts", "mdCell", "pick", "silenceURL", "startedAt", "sub", "timestamp", "truncate", "varyingLabels"}, config.FuncNames())
 	for _, name := range config.FuncNames() {
 		_, clash := template.DefaultFuncs[name]
 		require.False(t, clash, "%s is an Alertmanager function; Alertmanager's would win", name)
@@ -50,6 +50,10 @@ func TestTemplateFuncs(t *testing.T) {
 		{desc: "varyingLabels of the firing alerts", text: `{{ join "," (varyingLabels .Alerts.Firing) }}`, want: `extra,gpu`},
 		{desc: "headAlerts and sub", text: `{{ len (headAlerts 2 .Alerts) }} {{ sub (len .Alerts) 2 }} {{ len (headAlerts 10 .Alerts) }}`, want: `2 1 3`},
 		{desc: "pick", text: `{{ (pick (varyingLabels .Alerts) (index .Alerts 1).Labels).SortedPairs }}`, want: `gpu=1`},
+		{desc: "matchAlerts by equality", text: `{{ len (matchAlerts "gpu=\"1\"" .Alerts) }}`, want: `1`},
+		{desc: "matchAlerts by regex, firing only", text: "{{ range matchAlerts `gpu=~\"[12]\"` .Alerts.Firing }}{{ .Labels.gpu }}{{ end }}", want: `12`},
+		{desc: "matchAlerts: a missing label matches as empty", text: "{{ len (matchAlerts `extra!=\"x\"` .Alerts) }} {{ len (matchAlerts `extra=\"\"` .Alerts) }}", want: `2 2`},
+		{desc: "matchAlerts of none is empty, and false", text: "{{ if matchAlerts `node=\"gpu-8\"` .Alerts }}some{{ else }}none{{ end }}", want: `none`},
 		{desc: "Alertmanager functions work", text: `{{ .CommonLabels.node | toUpper }}`, want: `GPU-7`},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -60,6 +64,12 @@ func TestTemplateFuncs(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+func TestMatchAlertsBadMatcher(t *testing.T) {
+	_, err := config.NewTemplate("templates.title", "{{ matchAlerts `severity~\"x\"` .Alerts }}")
+	require.ErrorContains(t, err, "templates.title: template line 1: does not execute")
+	require.ErrorContains(t, err, `matchAlerts: bad matcher "severity~\"x\""`, "the check at load names the matcher")
 }
 
 func TestTemplateExecuteError(t *testing.T) {
