@@ -24,8 +24,10 @@ type tracked struct {
 	updatedAt   time.Time
 	// wroteAt is when the bridge's last write of the issue returned.
 	wroteAt time.Time
-	labels  []string
-	state   marker.State
+	// title and labels are the issue's as GitHub last showed them.
+	title  string
+	labels []string
+	state  marker.State
 	// inRollup: the key has no issue of its own; it is a member of its
 	// repository's roll-up issue.
 	inRollup bool
@@ -81,7 +83,7 @@ func trackedFrom(is ghclient.Issue) (key string, t *tracked, ok bool, err error)
 	}
 	return key, &tracked{
 		repo: is.Repo, number: is.Number, nodeID: is.NodeID, open: is.State == ghclient.StateOpen, stateReason: is.StateReason,
-		createdAt: is.CreatedAt, closedAt: is.ClosedAt, updatedAt: is.UpdatedAt, labels: is.Labels, state: st,
+		createdAt: is.CreatedAt, closedAt: is.ClosedAt, updatedAt: is.UpdatedAt, title: is.Title, labels: is.Labels, state: st,
 		history: render.HistoryOf(is.Body),
 	}, true, nil
 }
@@ -151,7 +153,7 @@ func (b *Bridge) absorb(repo string, issues []ghclient.Issue, rebuild bool, list
 			b.byKey[key] = t
 		case decide.MergeRefresh:
 			// What people change; the bridge's own state stays the bridge's.
-			cur.open, cur.stateReason, cur.closedAt, cur.labels, cur.updatedAt = t.open, t.stateReason, t.closedAt, t.labels, t.updatedAt
+			cur.open, cur.stateReason, cur.closedAt, cur.title, cur.labels, cur.updatedAt = t.open, t.stateReason, t.closedAt, t.title, t.labels, t.updatedAt
 		case decide.MergeKeep:
 		}
 	}

@@ -142,7 +142,8 @@ func (b *Bridge) create(ctx context.Context, log *slog.Logger, j job, id string,
 	}
 	body = render.AttachHistory(body, b.nodeHistory(ctx, log, msg))
 	nodes, _ := render.HistoryNodes(msg)
-	body, err := marker.Append(body, iss.KeyHash, marker.State{Firing: ev.Firing(), Applied: id, Nodes: nodes})
+	body, err := marker.Append(body, iss.KeyHash, marker.State{Firing: ev.Firing(), Applied: id, Nodes: nodes,
+		TitleDigest: marker.TitleDigest(iss.Title), Labels: iss.Labels})
 	if err != nil {
 		return err
 	}
@@ -174,6 +175,18 @@ func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalE
 	}
 	if act.CommentDigest != "" {
 		st.LastComment = act.CommentDigest
+	}
+	// The title and labels follow the group (a node incident's phase): as
+	// the cache shows them now, and again below on GitHub's answer.
+	owned := decide.Owned{TitleDigest: st.TitleDigest, Labels: st.Labels}
+	rendered := decide.Rendered{Title: iss.Title, Labels: iss.Labels}
+	follow := decide.FollowRendered(decide.Shown{Title: cur.title, Labels: cur.labels}, owned, rendered)
+	if !follow.Changes() {
+		// Nothing to apply: the record goes with this write.
+		st.TitleDigest, st.Labels = follow.Record.TitleDigest, follow.Record.Labels
+	}
+	if note := decide.Relabelled(owned.Labels, iss.Labels); note != "" && act.Comment != "" {
+		act.Comment += " " + note
 	}
 	history, fresh := cur.history, ""
 	if act.State == ghclient.StateOpen {
@@ -229,6 +242,9 @@ func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalE
 		b.forgetIfGone(j.key, cur, err)
 		return fmt.Errorf("update %s#%d: %w", cur.repo, cur.number, err)
 	}
+	if follow.Changes() {
+		is = b.follow(ctx, log, cur, is, body, iss.KeyHash, st, owned, rendered)
+	}
 	_, t, _, err := trackedFrom(is)
 	if err != nil || t == nil {
 		return fmt.Errorf("edited issue %s#%d has no readable marker: %v", cur.repo, is.Number, err)
@@ -236,6 +252,38 @@ func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalE
 	t.wroteAt = b.clock.Now()
 	b.put(j.key, t)
 	return nil
+}
+
+// follow retitles and relabels an issue after a transition's write, from
+// the title and labels GitHub answered it with (so that a label a person
+// set a moment ago is kept), and records what it set in the marker in the
+// same PATCH: title, labels and record change together or not at all. It
+// returns the issue as it is now. A failure is logged and leaves the issue
+// as the transition left it, the old record included, so that the next
+// transition of the group tries again; the transition itself is applied.
+func (b *Bridge) follow(ctx context.Context, log *slog.Logger, cur *tracked, is ghclient.Issue, body, keyHash string, st marker.State, owned decide.Owned, rendered decide.Rendered) ghclient.Issue {
+	f := decide.FollowRendered(decide.Shown{Title: is.Title, Labels: is.Labels}, owned, rendered)
+	st.TitleDigest, st.Labels = f.Record.TitleDigest, f.Record.Labels
+	body, err := marker.Append(body, keyHash, st)
+	if err != nil {
+		log.Error("Not retitling or relabelling issue", "repo", cur.repo, "issue", cur.number, "err", err)
+		return is
+	}
+	edit := ghclient.Edit{Body: &body}
+	if f.Title != "" {
+		edit.Title = &f.Title
+	}
+	if f.Labels != nil {
+		edit.Labels = &f.Labels
+	}
+	log.Info("Retitling and relabelling issue", "repo", cur.repo, "issue", cur.number, "title", f.Title,
+		"add", f.Add, "remove", f.Remove, "why", f.Why)
+	edited, err := b.gh.EditIssue(ctx, cur.repo, cur.number, edit)
+	if err != nil {
+		log.Warn("Retitling or relabelling issue failed; the next transition tries again", "repo", cur.repo, "issue", cur.number, "err", err)
+		return is
+	}
+	return edited
 }
 
 // commentPosted looks for the transition mark of entry e among the comments

@@ -36,7 +36,7 @@ const (
 	MergeReplace Merge = "replace"
 	// MergeRefresh: the listed issue is the cached one, changed since the
 	// bridge wrote it: the cache takes what people change (state, state
-	// reason, close time, labels, update time) and leaves the bridge's own
+	// reason, close time, title, labels, update time) and leaves the bridge's own
 	// state to the bridge, whose worker may be between two writes of it.
 	MergeRefresh Merge = "refresh"
 )

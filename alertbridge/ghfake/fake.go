@@ -263,6 +263,16 @@ func (f *Fake) AddLabel(fullName string, number int, name string) {
 	iss.updatedAt = f.now()
 }
 
+// RemoveLabel takes a label off an issue as a person would (the label
+// stays in the repository).
+func (f *Fake) RemoveLabel(fullName string, number int, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	iss := f.mustIssue(fullName, number)
+	iss.labels = slices.DeleteFunc(iss.labels, func(l string) bool { return strings.EqualFold(l, name) })
+	iss.updatedAt = f.now()
+}
+
 // SetTitle retitles an issue as a person would.
 func (f *Fake) SetTitle(fullName string, number int, title string) {
 	f.mu.Lock()

@@ -48,7 +48,9 @@ func TestShippedIncidentTitles(t *testing.T) {
 	cfg, err := config.Load("../../deploy/alertbridge/config.yaml")
 	require.NoError(t, err)
 	var (
-		xid         = func(firing bool) template.Alert { return incidentAlert("KubemedicGPUXidError", "critical", firing, "condition", "GPUXidError") }
+		xid = func(firing bool) template.Alert {
+			return incidentAlert("KubemedicGPUXidError", "critical", firing, "condition", "GPUXidError")
+		}
 		nfs         = incidentAlert("KubemedicNFSMountUnhealthy", "warning", true, "condition", "NFSMountUnhealthy")
 		unknown     = incidentAlert("KubemedicNodeConditionUnknown", "warning", true, "condition", "GPULost")
 		repairing   = func(firing bool) template.Alert { return incidentAlert("KubemedicNodeRepairing", "info", firing) }
