@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,6 +70,9 @@ func NewMetrics(reader client.Reader) *Metrics {
 				"Nodes carrying the kubemedic.io/quarantined taint.", nil, nil),
 			nodeQuarantined: prometheus.NewDesc("kubemedic_remediation_node_quarantined",
 				"1 for each node carrying the kubemedic.io/quarantined taint; nodes without it have no series.", []string{"node"}, nil),
+			nodeRepair: prometheus.NewDesc("kubemedic_remediation_node_repair_timestamp_seconds",
+				"For each node kubemedic is repairing or failed to repair, by state: active, when the newest repair in progress on the node started; failed, when the node's newest finished operation ended, if it Failed. Repairs are the operations of a policy, not manual ones or a quarantine; a node with neither state has no series.",
+				[]string{"node", "state"}, nil),
 		},
 	}
 }
@@ -91,21 +95,33 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 }
 
 // objectCollector counts operations and quarantined nodes from the cache.
-// kubemedic_remediation_node_quarantined has one series per quarantined
-// node only, so its cardinality is bounded by the quarantined nodes (which
-// the attempt caps and the breaker keep few), not by the fleet.
+// The per-node series are bounded by the nodes kubemedic acts on, not by
+// the fleet: kubemedic_remediation_node_quarantined has one series per
+// quarantined node (which the attempt caps and the breaker keep few), and
+// kubemedic_remediation_node_repair_timestamp_seconds one per node with a
+// repair in progress (bounded by maxConcurrent) or whose newest finished
+// operation failed (a ladder escalates or quarantines next, so few).
 type objectCollector struct {
 	reader          client.Reader
 	operations      *prometheus.Desc
 	quarantined     *prometheus.Desc
 	nodeQuarantined *prometheus.Desc
+	nodeRepair      *prometheus.Desc
 	mu              sync.Mutex // one scrape at a time
 }
+
+// Values of kubemedic_remediation_node_repair_timestamp_seconds's state
+// label.
+const (
+	repairActive = "active"
+	repairFailed = "failed"
+)
 
 func (c *objectCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.operations
 	ch <- c.quarantined
 	ch <- c.nodeQuarantined
+	ch <- c.nodeRepair
 }
 
 func (c *objectCollector) Collect(ch chan<- prometheus.Metric) {
@@ -127,6 +143,14 @@ func (c *objectCollector) Collect(ch chan<- prometheus.Metric) {
 		for k, n := range counts {
 			ch <- prometheus.MustNewConstMetric(c.operations, prometheus.GaugeValue, float64(n), k.policy, k.step, k.phase)
 		}
+		for node, r := range nodeRepairs(ops.Items) {
+			if !r.active.IsZero() {
+				ch <- prometheus.MustNewConstMetric(c.nodeRepair, prometheus.GaugeValue, unixSeconds(r.active), node, repairActive)
+			}
+			if r.lastFailed {
+				ch <- prometheus.MustNewConstMetric(c.nodeRepair, prometheus.GaugeValue, unixSeconds(r.lastFinished), node, repairFailed)
+			}
+		}
 	}
 	var nodes corev1.NodeList
 	if err := c.reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err == nil {
@@ -140,6 +164,55 @@ func (c *objectCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.quarantined, prometheus.GaugeValue, float64(n))
 	}
 }
+
+// nodeRepair is what kubemedic_remediation_node_repair_timestamp_seconds
+// says of one node.
+type nodeRepair struct {
+	// active is when the newest repair in progress started; zero for none.
+	active time.Time
+	// lastFinished is when the node's newest finished operation ended, and
+	// lastFailed whether it Failed; lastCreated breaks a tie of end times
+	// (whole seconds in the API), the one made later being the newer.
+	lastFinished, lastCreated time.Time
+	lastFailed                bool
+}
+
+// nodeRepairs reads the nodes' repairs from their operations: only those a
+// policy made (manual ones are planned work, not an incident). A repair is
+// in progress from its start (leaving WaitingForBudget) to its end; a
+// quarantine is no repair, but when it is a node's newest finished
+// operation, the failure before it is history. Only nodes with a repair in
+// progress or a failed newest operation are returned.
+func nodeRepairs(ops []v1alpha1.NodeOperation) map[string]nodeRepair {
+	out := map[string]nodeRepair{}
+	for i := range ops {
+		op := &ops[i]
+		if op.Spec.Policy == "" || op.Spec.NodeName == "" {
+			continue
+		}
+		r := out[op.Spec.NodeName]
+		switch st := op.Status; {
+		case !st.Phase.Finished():
+			if !op.Spec.Quarantine && st.StartTime != nil && st.StartTime.After(r.active) {
+				r.active = st.StartTime.Time
+			}
+		case st.CompletionTime == nil:
+		case st.CompletionTime.After(r.lastFinished),
+			st.CompletionTime.Time.Equal(r.lastFinished) && !op.CreationTimestamp.Time.Before(r.lastCreated):
+			r.lastFinished, r.lastCreated, r.lastFailed = st.CompletionTime.Time, op.CreationTimestamp.Time, st.Phase == v1alpha1.PhaseFailed
+		}
+		out[op.Spec.NodeName] = r
+	}
+	for node, r := range out {
+		if r.active.IsZero() && !r.lastFailed {
+			delete(out, node)
+		}
+	}
+	return out
+}
+
+// unixSeconds is t as a Prometheus timestamp gauge value.
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // stepLabel is the step for metrics: the step name, "quarantine" for the
 // quarantine at the end of a ladder, "manual" for a hand-made operation.
