@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -278,6 +279,13 @@ func TestAlertbridgeBinaryAcceptsArgs(t *testing.T) {
 
 // alertmanagerConfig is the part of alertmanager.yml the test looks at.
 type alertmanagerConfig struct {
+	Route struct {
+		Routes []struct {
+			Receiver string   `json:"receiver"`
+			Matchers []string `json:"matchers"`
+			GroupBy  []string `json:"group_by"`
+		} `json:"routes"`
+	} `json:"route"`
 	Receivers []struct {
 		Name           string `json:"name"`
 		WebhookConfigs []struct {
@@ -310,7 +318,12 @@ func TestAlertmanagerReceiver(t *testing.T) {
 		receiver string
 	}{
 		{[]string{"alertname=KubemedicGPULost", "node=gpu-7", "condition=GPULost", "severity=critical"}, "kubemedic-alertbridge"},
+		{[]string{"alertname=KubemedicNodeRepairing", "node=gpu-7", "severity=info"}, "kubemedic-alertbridge"},
+		{[]string{"alertname=KubemedicNodeQuarantined", "node=gpu-7", "severity=warning"}, "kubemedic-alertbridge"},
 		{[]string{"alertname=KubemedicRemediationBreakerOpen", "policy=gpu-xid-reset"}, "kubemedic-alertbridge"},
+		// The fleet's view of failures names no node: not a second issue
+		// beside the node's.
+		{[]string{"alertname=KubemedicRemediationFailed", "policy=gpu-xid-reset", "step=reset-gpu"}, "default"},
 		{[]string{"alertname=KubemedicAlertbridgeDown", "severity=critical"}, "default"},
 		{[]string{"alertname=KubemedicAlertbridgeQueueStuck"}, "default"},
 		{[]string{"alertname=NodeNotReady", "node=gpu-7"}, "default"},
@@ -342,4 +355,17 @@ func TestAlertmanagerReceiver(t *testing.T) {
 		require.NotEmpty(t, w.HTTPConfig.Authorization.CredentialsFile, "the token from a file, not inline")
 	}
 	require.True(t, found, "a receiver named kubemedic-alertbridge")
+
+	// One issue per node incident: the bridge's route for alerts with a
+	// node groups by the node alone; the one for the rest by alertname.
+	var groupBy [][]string
+	for _, r := range cfg.Route.Routes {
+		if r.Receiver == "kubemedic-alertbridge" {
+			groupBy = append(groupBy, r.GroupBy)
+			if slices.Equal(r.GroupBy, []string{"node"}) {
+				require.Contains(t, r.Matchers, `node=~".+"`, "only alerts that have a node group by it")
+			}
+		}
+	}
+	require.Equal(t, [][]string{{"node"}, {"alertname"}}, groupBy)
 }
