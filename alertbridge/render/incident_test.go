@@ -1,6 +1,7 @@
 package render_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,9 @@ func TestShippedIncidentTitles(t *testing.T) {
 			require.Equal(t, tc.wantTitle, iss.Title)
 			require.Equal(t, tc.wantLabels, iss.Labels)
 			require.Equal(t, `kubemedic-alertbridge/{node="gpu-7"}`, iss.Key, "one key per node, whatever fires")
+			for _, a := range tc.msg.Alerts {
+				require.Contains(t, strings.SplitN(iss.Body, "\n", 2)[0], a.Labels["alertname"], "the heading names the node's alerts")
+			}
 		})
 	}
 

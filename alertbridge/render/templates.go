@@ -43,7 +43,7 @@ const DefaultBody = `
 {{- $detail := "" -}}
 {{- if not $message }}{{ range .Alerts }}{{ if .Annotations.message }}{{ $detail = "message" }}{{ end }}{{ end }}{{ end -}}
 {{- if not (or $detail $message $summary) }}{{ range .Alerts }}{{ if .Annotations.summary }}{{ $detail = "summary" }}{{ end }}{{ end }}{{ end -}}
-### {{ if eq .Status "firing" }}Firing{{ else }}Resolved{{ end }}: {{ or .CommonLabels.alertname .GroupLabels.alertname "alert group" }}
+### {{ if eq .Status "firing" }}Firing{{ else }}Resolved{{ end }}: {{ or .CommonLabels.alertname .GroupLabels.alertname (join ", " (labelValues "alertname" .Alerts)) "alert group" }}
 {{- with .CommonLabels.node }} on ` + "`{{ . }}`" + `{{ end }}
 
 {{ with $summary }}{{ . }}
