@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,6 +13,7 @@ import (
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 	"github.com/kubemedic/kubemedic/alertbridge/marker"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
 // shippedConfig is deploy/alertbridge/config.yaml without the node history
@@ -134,4 +136,44 @@ func TestNodeIncidentFollowsAfterARestart(t *testing.T) {
 	assert.Equal(t, "[critical] Node gpu-7: GPUXidError — repairing", is.Title)
 	assert.Contains(t, is.Labels, "incident:repairing")
 	assert.NotContains(t, is.Labels, "incident:detected")
+}
+
+// TestNodeIncidentHistoryFollows: the node's issue is filed at its first
+// alert, before kubemedic tried anything; each change of its alerts reads
+// the node's operations again, so that at the quarantine the issue lists
+// every attempt (the handoff), without a comment of its own.
+func TestNodeIncidentHistoryFollows(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	ops := &fakeOps{}
+	cfg := strings.Replace(shippedConfig(t), "nodeHistory:\n  enabled: false", "nodeHistory:\n  enabled: true", 1)
+	e := newEnv(t, cfg, withOps(ops, time.Second, nil))
+
+	require.Equal(t, http.StatusOK, e.post(incident("KubemedicGPUXidError")))
+	e.settle()
+	is := onlyIssue(t, e.fake, repo)
+	require.Contains(t, is.Body, "### Operation history on node `gpu-7`")
+	require.NotContains(t, is.Body, "gpu-xid.gpu-7.a")
+
+	ops.set([]v1alpha1.NodeOperation{
+		nodeOp("gpu-xid.gpu-7.a", "gpu-7", t0, v1alpha1.PhaseFailed, "reset-gpu failed"),
+		nodeOp("gpu-xid.gpu-7.b", "gpu-7", t0.Add(time.Minute), v1alpha1.PhaseFailed, "RecoveryTimeout"),
+	}, nil)
+	require.Equal(t, http.StatusOK, e.post(incident("KubemedicGPUXidError", "KubemedicNodeQuarantined")))
+	e.settle()
+	is = onlyIssue(t, e.fake, repo)
+	require.Contains(t, is.Body, "gpu-xid.gpu-7.a", "the handoff lists every attempt")
+	require.Contains(t, is.Body, "gpu-xid.gpu-7.b")
+	require.Equal(t, 1, strings.Count(is.Body, "### Operation history"))
+	comments := e.fake.Comments(repo, is.Number)
+	require.Len(t, comments, 1)
+	require.NotContains(t, comments[0], "### Operation history", "the body's history, not the comment's")
+	require.Equal(t, 2, ops.callCount())
+
+	// The node heals: the resolve carries the section over, unread.
+	require.Equal(t, http.StatusOK, e.post(incident()))
+	e.settle()
+	is = onlyIssue(t, e.fake, repo)
+	require.Equal(t, ghclient.StateClosed, is.State)
+	require.Contains(t, is.Body, "gpu-xid.gpu-7.b")
+	require.Equal(t, 2, ops.callCount())
 }

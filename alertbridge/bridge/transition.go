@@ -163,8 +163,8 @@ func (b *Bridge) create(ctx context.Context, log *slog.Logger, j job, id string,
 }
 
 // update edits the issue and comments on it. The body keeps the node
-// history section it has; a reopen reads the history again, puts it in the
-// body and in the comment.
+// history section it has; a change of the firing alerts reads the history
+// again into the body, and a reopen into the body and the comment.
 func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalEntry, msg *payload.Message, cur *tracked, iss *render.Issue, ev decide.Event, act decide.Action) error {
 	st := cur.state
 	// The whole firing set: marker.Append compacts it again if it must.
@@ -189,9 +189,17 @@ func (b *Bridge) update(ctx context.Context, log *slog.Logger, j job, e journalE
 		act.Comment += " " + note
 	}
 	history, fresh := cur.history, ""
-	if act.State == ghclient.StateOpen {
+	switch {
+	case act.State == ghclient.StateOpen:
 		if fresh = b.nodeHistory(ctx, log, msg); fresh != "" {
 			history = fresh
+		}
+	case act.Kind == decide.AlertsChanged:
+		// A node incident's alerts change as kubemedic acts (a repair
+		// starts, fails, the node is quarantined): the body's history
+		// follows, so that the handoff lists every attempt.
+		if h := b.nodeHistory(ctx, log, msg); h != "" {
+			history = h
 		}
 	}
 	comment := ""

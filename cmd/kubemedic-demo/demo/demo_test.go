@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-github/v60/github"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -416,4 +417,19 @@ func TestInjectRefusesUnknown(t *testing.T) {
 	_, err = w.Inject(t.Context(), "replace-gpu", "gpu-node-001")
 	require.ErrorAs(t, err, &bad)
 	require.ErrorContains(t, err, "has no broken GPU")
+}
+
+func TestIncidentOf(t *testing.T) {
+	for _, tc := range []struct {
+		title string
+		want  bool
+	}{
+		{"[critical] Node gpu-node-001: GPUXidError — repairing", true},
+		{"[info] Node gpu-node-001 — repairing", true},
+		{"[critical] Node gpu-node-0010: GPUXidError — detected", false},
+		{"[critical] KubemedicGPUXidError on gpu-node-001", false},
+		{"gpu-node-001: GPU replaced (a person's title)", false},
+	} {
+		require.Equal(t, tc.want, incidentOf(&github.Issue{Title: &tc.title}, "gpu-node-001"), tc.title)
+	}
 }

@@ -37,7 +37,7 @@ type Scenario struct {
 
 // Scenarios lists the stories, in the order of `kubemedic-demo scenario`.
 var Scenarios = []Scenario{
-	{"xid", "fatal Xid → drain → GPU reset → verified → uncordoned; the evicted pod's owner hears on Slack; the alert's issue is filed and closed", 2 * time.Minute, runXid},
+	{"xid", "fatal Xid → drain → GPU reset → verified → uncordoned; the evicted pod's owner hears on Slack; the node's issue is filed and closed", 2 * time.Minute, runXid},
 	{"driver-reset", "a GSP fault with every ECC counter 0: the driver asks for a GPU reset → one ladder (gpu-recovery-reset, not also gpu-xid-reset) → drain → reset → verified once the driver reads None → uncordoned", 2 * time.Minute, runDriverReset},
 	{"escalate", "a broken GPU: the reset fails → reboot → the Xid returns → quarantine → an issue with the operation history for a person", 2 * time.Minute, runEscalate},
 	{"nfs-storm", "60% of the nodes lose NFS at once → the breaker opens → no disruptive operation → one roll-up issue", 3 * time.Minute, runNFSStorm},
@@ -389,7 +389,8 @@ func (s *Session) Issues(ctx context.Context, node string) ([]*github.Issue, err
 	return out, nil
 }
 
-// issuesClosed: this story filed an issue of alertname about node, and
+// issuesClosed: this story filed an issue about node's alertname (the
+// node's incident issue, or with the old grouping the alert's issue), and
 // every one is closed.
 func (s *Session) issuesClosed(ctx context.Context, node, alertname string) (bool, error) {
 	issues, err := s.Issues(ctx, node)
@@ -398,7 +399,7 @@ func (s *Session) issuesClosed(ctx context.Context, node, alertname string) (boo
 	}
 	filed := false
 	for _, is := range issues {
-		if !strings.Contains(is.GetTitle()+is.GetBody(), alertname) {
+		if !incidentOf(is, node) && !strings.Contains(is.GetTitle()+is.GetBody(), alertname) {
 			continue
 		}
 		filed = true
@@ -407,6 +408,15 @@ func (s *Session) issuesClosed(ctx context.Context, node, alertname string) (boo
 		}
 	}
 	return filed, nil
+}
+
+// incidentOf reports whether is is node's incident issue, as the shipped
+// config titles it ("[critical] Node gpu-node-001: GPUXidError —
+// repairing"): its body names only the alerts of the last notification,
+// which may not be the one the story began with.
+func incidentOf(is *github.Issue, node string) bool {
+	_, rest, ok := strings.Cut(is.GetTitle(), "] Node "+node)
+	return ok && (strings.HasPrefix(rest, ":") || strings.HasPrefix(rest, " "))
 }
 
 // openIssue is the open issue of alertname that names node, or nil.
