@@ -6,6 +6,13 @@
 // retries, never waits for the machine to come back and never reads or
 // writes Kubernetes objects: the remediator controller owns those.
 //
+// A reset's answer can be lost after the BMC applied it (a 5xx, or a
+// timeout after the POST): Sent says whether an error may be such a
+// "maybe done", and Inspect reads the system's PowerState and
+// LastResetTime (ComputerSystem v1.12.0), the BMC's evidence of whether
+// it was. Inspect changes nothing; the decision to ask again is the
+// caller's (package plan, ResetVerdict).
+//
 // Every call walks the service the way DSP0266 describes it: the service
 // root (unauthenticated), its Systems link, the collection's members, the
 // chosen ComputerSystem, and the target of its #ComputerSystem.Reset

@@ -82,6 +82,8 @@ type Error struct {
 
 	permanent bool
 	detail    string
+	// what is "reset" (Reset) or "read" (Inspect).
+	what string
 	// cause is kept only when its text cannot carry anything from the
 	// BMC or the credentials: a context error.
 	cause error
@@ -92,7 +94,11 @@ func (e *Error) Error() string {
 	if sys == "" {
 		sys = "(the only one)"
 	}
-	return fmt.Sprintf("redfish reset of system %s at %s: %s: %s", sys, e.Endpoint, e.Step, e.detail)
+	what := e.what
+	if what == "" {
+		what = "reset"
+	}
+	return fmt.Sprintf("redfish %s of system %s at %s: %s: %s", what, sys, e.Endpoint, e.Step, e.detail)
 }
 
 // Unwrap returns the context error behind a timeout or cancellation, and
@@ -114,18 +120,16 @@ func Permanent(err error) bool {
 
 // Reset asks the BMC at r.Endpoint to reset r.System with r.ResetType. It
 // returns when the BMC has accepted the request (2xx), not when the
-// machine is back.
+// machine is back. An error may still mean the BMC applied the reset
+// (a 5xx or a timeout after the POST was sent: see Sent).
 func Reset(ctx context.Context, r Request) (Result, error) {
 	resetType := r.ResetType
 	if resetType == "" {
 		resetType = PowerCycle
 	}
-	c := &call{req: r}
-	base, err := parseEndpoint(r.Endpoint)
-	c.endpoint = base
+	c, base, err := newCall(r, "reset")
 	if err != nil {
-		c.endpoint = "(bad endpoint)"
-		return Result{}, c.permanentf("parse request", "%v", err)
+		return Result{}, err
 	}
 	res := Result{Target: base, Action: "ComputerSystem.Reset ResetType=" + resetType}
 	if !slices.Contains(ResetTypes, resetType) {
@@ -134,52 +138,16 @@ func Reset(ctx context.Context, r Request) (Result, error) {
 	if r.Username == "" {
 		return res, c.permanentf("parse request", "no username")
 	}
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	c.ctx, c.timeout = ctx, timeout
-
-	client, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
-		Endpoint:          base,
-		Username:          r.Username,
-		Password:          r.Password,
-		BasicAuth:         true,
-		HTTPClient:        httpClient(r.InsecureSkipVerify, timeout),
-		NoModifyTransport: true,
-		ReuseConnections:  true,
-	})
+	client, sys, err := c.findSystem(ctx, &res.Target)
 	if err != nil {
-		return res, c.fail("read service root", err)
+		return res, err
 	}
 	// With Basic auth there is no session to delete; Logout then only
 	// closes the connections. Its context falls back to Background when
 	// ctx is done, and the http.Client's Timeout still bounds it.
 	defer client.Logout()
-
-	systemsURI, err := c.systemsLink(client)
-	if err != nil {
-		return res, err
-	}
-	coll, err := schemas.GetCollection(client, systemsURI)
-	if err != nil {
-		return res, c.fail("list systems", err)
-	}
-	link, err := c.choose(coll.ItemLinks)
-	if err != nil {
-		return res, err
-	}
-	res.Target = base + link
-
-	sys, err := schemas.GetObject[schemas.ComputerSystem](client, link)
-	if err != nil {
-		return res, c.fail("read system", err)
-	}
-	if sys.ODataID != "" {
-		res.Target = base + sys.ODataID
-	}
 	if !hasResetTarget(sys.RawData) {
 		return res, c.permanentf("read system", "the system has no #ComputerSystem.Reset action")
 	}
@@ -196,9 +164,135 @@ func Reset(ctx context.Context, r Request) (Result, error) {
 			resetType, strings.Join(names, ", "))
 	}
 	if _, err := sys.Reset(schemas.ResetType(resetType)); err != nil {
-		return res, c.fail("post reset", err)
+		return res, c.fail(stepPost, err)
 	}
 	return res, nil
+}
+
+// stepPost is the step of an Error whose request reached the BMC's reset
+// action, or may have.
+const stepPost = "post reset"
+
+// Sent reports whether a failed Reset may have reached the BMC's reset
+// action, so that the BMC may have applied it: an error from the POST
+// itself (a 5xx, a timeout, a connection lost) or one that is not an
+// *Error. An error at an earlier step (the service root, the system, the
+// reset type) means nothing was posted.
+func Sent(err error) bool {
+	var e *Error
+	return !errors.As(err, &e) || e.Step == stepPost
+}
+
+// Power states of a ComputerSystem, from the PowerState enum of the
+// Redfish Resource schema (DSP8010); Paused is its fifth value.
+const (
+	PowerOn          = "On"
+	PowerOff         = "Off"
+	PowerPoweringOn  = "PoweringOn"
+	PowerPoweringOff = "PoweringOff"
+)
+
+// SystemState is what a BMC says of one ComputerSystem's power: the
+// evidence of whether a reset whose answer was lost was applied.
+type SystemState struct {
+	// Target is the ComputerSystem's URL, as in Result.
+	Target string
+	// PowerState is the system's PowerState as the BMC sent it (On, Off,
+	// PoweringOn, PoweringOff or Paused); "" when it sent none.
+	PowerState string
+	// LastResetTime is the system's LastResetTime (ComputerSystem
+	// v1.12.0 on: when it last came out of a reset or was rebooted) as
+	// the BMC sent it; "" when it sent none, as older BMCs do.
+	LastResetTime string
+}
+
+// Inspect reads r.System's power state from the BMC at r.Endpoint, the
+// same way Reset finds the system, and changes nothing. r.ResetType is
+// not used. Its errors are classified and scrubbed as Reset's are.
+func Inspect(ctx context.Context, r Request) (SystemState, error) {
+	c, base, err := newCall(r, "read")
+	if err != nil {
+		return SystemState{}, err
+	}
+	st := SystemState{Target: base}
+	if r.Username == "" {
+		return st, c.permanentf("parse request", "no username")
+	}
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	client, sys, err := c.findSystem(ctx, &st.Target)
+	if err != nil {
+		return st, err
+	}
+	defer client.Logout()
+	st.PowerState, st.LastResetTime = string(sys.PowerState), sys.LastResetTime
+	return st, nil
+}
+
+// newCall checks r's endpoint; what is "reset" or "read", for errors.
+func newCall(r Request, what string) (*call, string, error) {
+	c := &call{req: r, what: what}
+	base, err := parseEndpoint(r.Endpoint)
+	c.endpoint = base
+	if err != nil {
+		c.endpoint = "(bad endpoint)"
+		return c, "", c.permanentf("parse request", "%v", err)
+	}
+	return c, base, nil
+}
+
+// bound bounds ctx by the request's timeout.
+func (c *call) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	c.timeout = c.req.Timeout
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	c.ctx = ctx
+	return ctx, cancel
+}
+
+// findSystem connects and walks to the requested ComputerSystem: the
+// service root, its Systems link, the collection, the member. It sets
+// *target to the system's URL once known. The caller logs the client out.
+func (c *call) findSystem(ctx context.Context, target *string) (*gofish.APIClient, *schemas.ComputerSystem, error) {
+	client, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
+		Endpoint:          c.endpoint,
+		Username:          c.req.Username,
+		Password:          c.req.Password,
+		BasicAuth:         true,
+		HTTPClient:        httpClient(c.req.InsecureSkipVerify, c.timeout),
+		NoModifyTransport: true,
+		ReuseConnections:  true,
+	})
+	if err != nil {
+		return nil, nil, c.fail("read service root", err)
+	}
+	fail := func(err error) (*gofish.APIClient, *schemas.ComputerSystem, error) {
+		client.Logout()
+		return nil, nil, err
+	}
+	systemsURI, err := c.systemsLink(client)
+	if err != nil {
+		return fail(err)
+	}
+	coll, err := schemas.GetCollection(client, systemsURI)
+	if err != nil {
+		return fail(c.fail("list systems", err))
+	}
+	link, err := c.choose(coll.ItemLinks)
+	if err != nil {
+		return fail(err)
+	}
+	*target = c.endpoint + link
+	sys, err := schemas.GetObject[schemas.ComputerSystem](client, link)
+	if err != nil {
+		return fail(c.fail("read system", err))
+	}
+	if sys.ODataID != "" {
+		*target = c.endpoint + sys.ODataID
+	}
+	return client, sys, nil
 }
 
 // parseEndpoint checks a base URL and returns scheme://host[:port].
@@ -259,6 +353,7 @@ type call struct {
 	timeout  time.Duration
 	req      Request
 	endpoint string
+	what     string
 }
 
 func (c *call) newError(step, detail string, status int, permanent bool) *Error {
@@ -269,6 +364,7 @@ func (c *call) newError(step, detail string, status int, permanent bool) *Error 
 		StatusCode: status,
 		permanent:  permanent,
 		detail:     scrub(detail, c.req.Password, ""),
+		what:       c.what,
 	}
 }
 

@@ -467,3 +467,101 @@ func TestStandInSessionsWithGofish(t *testing.T) {
 		t.Errorf("resets = %+v, want one with session auth", resets)
 	}
 }
+
+// TestInspect: Inspect reads the system's PowerState and LastResetTime,
+// as they are while a reset runs, and changes nothing; a BMC that sends
+// no LastResetTime reads as "".
+func TestInspect(t *testing.T) {
+	start := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
+	now := start
+	s := redfishtest.New(t, redfishtest.Options{Now: func() time.Time { return now }, PowerTransition: 10 * time.Second,
+		Systems: []redfishtest.System{{ID: "1"}, {ID: "old", HideLastResetTime: true}}})
+	req := request(s)
+	req.System = "1"
+	st, err := redfish.Inspect(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := redfish.SystemState{Target: s.URL + "/redfish/v1/Systems/1", PowerState: "On", LastResetTime: start.Format(time.RFC3339)}
+	if st != want {
+		t.Errorf("Inspect = %+v, want %+v", st, want)
+	}
+	now = start.Add(time.Minute)
+	if _, err := redfish.Reset(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(15 * time.Second)
+	if st, err = redfish.Inspect(context.Background(), req); err != nil || st.PowerState != "Off" || st.LastResetTime != want.LastResetTime {
+		t.Errorf("during the cycle: %+v, %v; want Off and the old LastResetTime", st, err)
+	}
+	now = now.Add(time.Minute)
+	if st, err = redfish.Inspect(context.Background(), req); err != nil || st.PowerState != "On" || st.LastResetTime != start.Add(time.Minute+30*time.Second).Format(time.RFC3339) {
+		t.Errorf("after the cycle: %+v, %v; want On and a new LastResetTime", st, err)
+	}
+	if n := len(s.Resets()); n != 1 {
+		t.Errorf("%d resets, want the one asked", n)
+	}
+	req.System = "old"
+	if st, err = redfish.Inspect(context.Background(), req); err != nil || st.PowerState != "On" || st.LastResetTime != "" {
+		t.Errorf("a BMC without LastResetTime: %+v, %v", st, err)
+	}
+}
+
+// TestInspectErrors: Inspect's errors are Reset's, named as a read, and
+// carry no secret.
+func TestInspectErrors(t *testing.T) {
+	s := redfishtest.New(t, redfishtest.Options{})
+	req := request(s)
+	req.Password = wrongPassword
+	_, err := redfish.Inspect(context.Background(), req)
+	if err == nil || !redfish.Permanent(err) || !strings.Contains(err.Error(), "redfish read of system") {
+		t.Fatalf("err = %v, want a permanent read error", err)
+	}
+	checkNoSecrets(t, err, redfish.Result{}, wrongPassword)
+	s.HangNext(1)
+	req = request(s)
+	req.Timeout = 300 * time.Millisecond
+	if _, err := redfish.Inspect(context.Background(), req); err == nil || redfish.Permanent(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want a transient deadline error", err)
+	}
+	if len(s.Resets()) != 0 {
+		t.Errorf("Inspect reset something: %+v", s.Resets())
+	}
+}
+
+// TestSent: only an error of the reset POST itself may have reached the
+// BMC; the stand-in's lost answers (it applied the reset) are Sent, a
+// failure before the POST is not.
+func TestSent(t *testing.T) {
+	for _, tc := range []struct {
+		desc       string
+		fault      func(*redfishtest.Server)
+		wantSent   bool
+		wantResets int
+	}{
+		{desc: "the service root answers 503", fault: func(s *redfishtest.Server) { s.FailNext(1) }, wantSent: false},
+		{desc: "the service root hangs", fault: func(s *redfishtest.Server) { s.HangNext(1) }, wantSent: false},
+		{desc: "applied, then 500", fault: func(s *redfishtest.Server) { s.ApplyThenFail(1) }, wantSent: true, wantResets: 1},
+		{desc: "applied, then no answer", fault: func(s *redfishtest.Server) { s.ApplyThenHang(1) }, wantSent: true, wantResets: 1},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			s := redfishtest.New(t, redfishtest.Options{})
+			tc.fault(s)
+			req := request(s)
+			req.Timeout = 500 * time.Millisecond
+			_, err := redfish.Reset(context.Background(), req)
+			if err == nil || redfish.Permanent(err) {
+				t.Fatalf("err = %v, want a transient error", err)
+			}
+			if got := redfish.Sent(err); got != tc.wantSent {
+				t.Errorf("Sent(%v) = %v, want %v", err, got, tc.wantSent)
+			}
+			if n := len(s.Resets()); n != tc.wantResets {
+				t.Errorf("%d resets, want %d", n, tc.wantResets)
+			}
+		})
+	}
+	if !redfish.Sent(errors.New("not a redfish error")) {
+		t.Error("an error of unknown origin must count as maybe sent")
+	}
+}

@@ -50,14 +50,24 @@
 // A system's power state follows the resets it accepts: a PowerCycle,
 // ForceRestart or GracefulRestart of a system that is On passes through
 // Off and ends On; On turns it on, ForceOff and GracefulShutdown off; each
-// accepted Reset records the states it passed through. It is simpler than
-// a BMC in one way: a reset is applied at once and a reset that would not
+// accepted Reset records the states it passed through. GET of the system
+// shows PowerState as it is at that moment by Options.Now: with
+// Options.PowerTransition each leg of a reset shows PoweringOff (or
+// PoweringOn) and then Off (or On) for that long, as a BMC does while the
+// machine loses and regains power; without it a reset is applied at once.
+// LastResetTime (ComputerSystem v1.12.0) is when the system last came on
+// after a reset, unless System.HideLastResetTime leaves it out as older
+// BMCs do. It is simpler than a BMC in one way: a reset that would not
 // change the state (On when On) is accepted as a no-op where some BMCs
 // answer 409.
 //
 // Tests drive faults with FailNext (503 with Retry-After, as a busy BMC
-// answers) and HangNext (no answer until the client gives up), and read
-// back Resets, PowerState, OpenSessions and Requests.
+// answers, nothing applied), HangNext (no answer until the client gives
+// up, nothing applied), and ApplyThenFail and ApplyThenHang, which lose
+// the answer to a reset the stand-in did apply (500, or none until the
+// client gives up): "maybe done" is a real answer. They read back Resets
+// (each with the answer sent), PowerState, LastResetTime, OpenSessions
+// and Requests.
 //
 // NewServer starts one for a program, which stops it with Close; New
 // starts one for a test and stops it when the test ends.

@@ -33,10 +33,14 @@ var ResetTypes = []string{
 	"FullPowerCycle",
 }
 
-// Power states (the PowerState enum of the Resource schema) the stand-in uses.
+// Power states (the PowerState enum of the Resource schema) the stand-in
+// uses: On and Off, and PoweringOff and PoweringOn between them while a
+// reset runs (Options.PowerTransition).
 const (
-	PowerOn  = "On"
-	PowerOff = "Off"
+	PowerOn          = "On"
+	PowerOff         = "Off"
+	PowerPoweringOn  = "PoweringOn"
+	PowerPoweringOff = "PoweringOff"
 )
 
 // The Base registry version the MessageIds name.
@@ -54,6 +58,9 @@ type System struct {
 	// HideAllowableValues leaves the annotation out of the resource, as
 	// some BMCs do; the action still accepts only AllowedResetTypes.
 	HideAllowableValues bool
+	// HideLastResetTime leaves LastResetTime out of the resource, as
+	// BMCs older than ComputerSystem v1.12.0 do.
+	HideLastResetTime bool
 }
 
 // Options configure a stand-in. The zero value serves one system "1",
@@ -68,8 +75,14 @@ type Options struct {
 	// PlainHTTP serves http:// instead of https:// with a self-signed
 	// certificate.
 	PlainHTTP bool
-	// Now is the clock for reset and session times; nil means time.Now.
+	// Now is the clock for reset, power and session times; nil means
+	// time.Now.
 	Now func() time.Time
+	// PowerTransition is how long, by Now, a system takes to go from On to
+	// Off or back after a reset: PoweringOff (or PoweringOn) for that long,
+	// then Off (or On) for that long before the next leg. Zero applies a
+	// reset at once.
+	PowerTransition time.Duration
 }
 
 // Reset is one reset the stand-in accepted.
@@ -85,6 +98,9 @@ type Reset struct {
 	// PowerStates are the states the system passed through, first to
 	// last: [On Off On] for a PowerCycle of a system that was On.
 	PowerStates []string
+	// Answer is the HTTP status the client was sent: 204, 500 when
+	// ApplyThenFail lost the answer, 0 when ApplyThenHang held it.
+	Answer int
 }
 
 // How a request authenticated.
@@ -107,6 +123,30 @@ type Request struct {
 type system struct {
 	System
 	allowed []string
+	// schedule is the power states to come, by time, of the reset
+	// running; System.PowerState is the state shown now.
+	schedule []powerStep
+	// lastReset is when the system last came out of a reset (its
+	// LastResetTime), or when the stand-in started.
+	lastReset time.Time
+}
+
+// powerStep is a power state from a time on.
+type powerStep struct {
+	at    time.Time
+	state string
+}
+
+// settle moves the steps due by now into PowerState (and lastReset).
+func (sys *system) settle(now time.Time) {
+	for len(sys.schedule) > 0 && !sys.schedule[0].at.After(now) {
+		st := sys.schedule[0]
+		if st.state == PowerOn && sys.PowerState != PowerOn {
+			sys.lastReset = st.at
+		}
+		sys.PowerState = st.state
+		sys.schedule = sys.schedule[1:]
+	}
 }
 
 type session struct {
@@ -124,6 +164,7 @@ type Server struct {
 
 	ts   *httptest.Server
 	now  func() time.Time
+	leg  time.Duration // Options.PowerTransition
 	done chan struct{} // closed by Close, releases hung requests
 
 	mu        sync.Mutex
@@ -134,6 +175,8 @@ type Server struct {
 	requests  []Request
 	failNext  int
 	hangNext  int
+	lostFail  int // ApplyThenFail
+	lostHang  int // ApplyThenHang
 	closeOnce sync.Once
 }
 
@@ -153,6 +196,7 @@ func NewServer(opts Options) *Server {
 		Username: opts.Username,
 		Password: opts.Password,
 		now:      opts.Now,
+		leg:      opts.PowerTransition,
 		done:     make(chan struct{}),
 		sessions: map[string]*session{},
 	}
@@ -182,7 +226,7 @@ func NewServer(opts Options) *Server {
 		if allowed == nil {
 			allowed = ResetTypes
 		}
-		s.systems = append(s.systems, &system{System: sys, allowed: slices.Clone(allowed)})
+		s.systems = append(s.systems, &system{System: sys, allowed: slices.Clone(allowed), lastReset: s.now()})
 	}
 	if opts.PlainHTTP {
 		s.ts = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
@@ -222,6 +266,25 @@ func (s *Server) HangNext(n int) {
 	s.hangNext = n
 }
 
+// ApplyThenFail makes the next n resets the stand-in accepts apply, and
+// then answer 500 Internal Server Error (Base InternalError) instead of
+// 204: the reset happened, its answer is lost, as when a BMC's web server
+// fails after handing the action on, or a proxy in front of it does.
+func (s *Server) ApplyThenFail(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lostFail = n
+}
+
+// ApplyThenHang makes the next n resets the stand-in accepts apply, and
+// then give no answer until the client gives up or the server closes:
+// the reset happened, and the client's timeout says only "maybe".
+func (s *Server) ApplyThenHang(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lostHang = n
+}
+
 // Resets returns the resets accepted so far, oldest first.
 func (s *Server) Resets() []Reset {
 	s.mu.Lock()
@@ -241,18 +304,31 @@ func (s *Server) Requests() []Request {
 	return slices.Clone(s.requests)
 }
 
-// PowerState returns a system's power state, "" for an unknown Id.
+// PowerState returns a system's power state now (by Options.Now), ""
+// for an unknown Id.
 func (s *Server) PowerState(id string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sys := s.system(id); sys != nil {
-		return sys.PowerState
+		return s.powerState(sys)
 	}
 	return ""
 }
 
+// LastResetTime returns when a system last came out of a reset, as its
+// LastResetTime says (the zero time for an unknown Id).
+func (s *Server) LastResetTime(id string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sys := s.system(id); sys != nil {
+		sys.settle(s.now())
+		return sys.lastReset
+	}
+	return time.Time{}
+}
+
 // SetPowerState sets a system's power state, as a person at the machine
-// would. It reports false for an unknown Id.
+// would, ending any reset still running. It reports false for an unknown Id.
 func (s *Server) SetPowerState(id, state string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,8 +336,16 @@ func (s *Server) SetPowerState(id, state string) bool {
 	if sys == nil {
 		return false
 	}
+	sys.schedule = nil
 	sys.PowerState = state
 	return true
+}
+
+// powerState is sys's state now: PoweringOff or PoweringOn while a reset
+// moves it; mu is held.
+func (s *Server) powerState(sys *system) string {
+	sys.settle(s.now())
+	return sys.PowerState
 }
 
 // OpenSessions returns how many sessions are logged in.
@@ -303,7 +387,21 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		resp = redfishError(http.StatusServiceUnavailable, "ServiceTemporarilyUnavailable", "1")
 		resp.header.Set("Retry-After", "1")
 	default:
+		before := len(s.resets)
 		resp = s.handle(r, auth, body)
+		if applied := len(s.resets) > before; applied {
+			// The reset is applied; its answer may be lost.
+			switch {
+			case s.lostHang > 0:
+				s.lostHang--
+				hang, resp = true, nil
+				s.resets[before].Answer = 0
+			case s.lostFail > 0:
+				s.lostFail--
+				resp = redfishError(http.StatusInternalServerError, "InternalError")
+				s.resets[before].Answer = resp.status
+			}
+		}
 	}
 	if resp != nil {
 		s.requests[idx].Status = resp.status
@@ -395,7 +493,7 @@ func (s *Server) handle(r *http.Request, auth string, body []byte) *response {
 		case len(rest) == 1 && sys == nil:
 			return redfishError(http.StatusNotFound, "ResourceNotFound", "ComputerSystem", rest[0])
 		case len(rest) == 1:
-			return s.allow(r, "GET", func() *response { return ok(systemJSON(sys)) })
+			return s.allow(r, "GET", func() *response { return ok(s.systemJSON(sys)) })
 		case sys != nil && len(rest) == 3 && rest[1] == "Actions" && rest[2] == resetAction:
 			return s.allow(r, "POST", func() *response { return s.reset(r, sys, auth, body) })
 		}
@@ -462,26 +560,35 @@ func (s *Server) systemCollection() map[string]any {
 	}
 }
 
-func systemJSON(sys *system) map[string]any {
+// systemJSON is the ComputerSystem resource; mu is held.
+func (s *Server) systemJSON(sys *system) map[string]any {
 	uri := systemsPath + "/" + sys.ID
 	reset := map[string]any{"target": uri + "/Actions/" + resetAction}
 	if !sys.HideAllowableValues {
 		reset["ResetType@Redfish.AllowableValues"] = sys.allowed
 	}
-	state := "Enabled"
-	if sys.PowerState == PowerOff {
+	power := s.powerState(sys)
+	state := "Enabled" // Resource.State
+	switch power {
+	case PowerOff:
 		state = "StandbyOffline"
+	case PowerPoweringOn:
+		state = "Starting"
 	}
-	return map[string]any{
+	out := map[string]any{
 		"@odata.type": "#ComputerSystem.v1_22_0.ComputerSystem",
 		"@odata.id":   uri,
 		"Id":          sys.ID,
 		"Name":        "System " + sys.ID,
 		"SystemType":  "Physical",
-		"PowerState":  sys.PowerState,
+		"PowerState":  power,
 		"Status":      map[string]string{"State": state, "Health": "OK"},
 		"Actions":     map[string]any{"#" + resetAction: reset},
 	}
+	if !sys.HideLastResetTime {
+		out["LastResetTime"] = sys.lastReset.UTC().Format(time.RFC3339)
+	}
+	return out
 }
 
 // isJSON reports whether a Content-Type is application/json, parameters
@@ -529,7 +636,8 @@ func (s *Server) reset(r *http.Request, sys *system, auth string, body []byte) *
 	if !slices.Contains(sys.allowed, resetType) {
 		return redfishError(http.StatusBadRequest, "ActionParameterValueNotInList", resetType, "ResetType", resetAction)
 	}
-	states := []string{sys.PowerState}
+	now := s.now()
+	states := []string{s.powerState(sys)}
 	switch resetType {
 	case "On", "ForceOn":
 		states = append(states, PowerOn)
@@ -548,9 +656,22 @@ func (s *Server) reset(r *http.Request, sys *system, auth string, body []byte) *
 		}
 	}
 	states = slices.Compact(states)
-	sys.PowerState = states[len(states)-1]
+	// A reset while another runs starts from where that one is. Each leg
+	// shows PoweringOff (or PoweringOn) for s.leg, then Off (or On), which
+	// holds for s.leg before the next leg starts; with no s.leg, all at
+	// once.
+	sys.schedule = nil
+	for i, next := range states[1:] {
+		start := now.Add(time.Duration(2*i) * s.leg)
+		moving := PowerPoweringOff
+		if next == PowerOn {
+			moving = PowerPoweringOn
+		}
+		sys.schedule = append(sys.schedule, powerStep{at: start, state: moving}, powerStep{at: start.Add(s.leg), state: next})
+	}
+	sys.settle(now)
 	s.resets = append(s.resets, Reset{
-		System: sys.ID, ResetType: resetType, Time: s.now(), Auth: auth, PowerStates: states,
+		System: sys.ID, ResetType: resetType, Time: now, Auth: auth, PowerStates: states, Answer: http.StatusNoContent,
 	})
 	return &response{status: http.StatusNoContent, header: http.Header{}}
 }
@@ -690,6 +811,8 @@ var baseMessages = map[string]baseMessage{
 		"Ensure that the property is in the request body and has a valid value and resubmit the request if the operation failed."},
 	"ServiceTemporarilyUnavailable": {"The service is temporarily unavailable.  Retry in %1 seconds.", "Critical",
 		"Wait for the indicated retry duration and retry the operation."},
+	"InternalError": {"The request failed due to an internal service error.  The service is still operational.", "Critical",
+		"Resubmit the request.  If the problem persists, consider resetting the service."},
 }
 
 // redfishError is a DSP0266 error response carrying one Base message.

@@ -339,3 +339,126 @@ func TestHangNextReleasedByClose(t *testing.T) {
 		t.Fatal("Close did not release the hung request")
 	}
 }
+
+// systemPower reads PowerState and LastResetTime back from the
+// ComputerSystem, as a client does.
+func systemPower(t *testing.T, s *redfishtest.Server) (power, lastReset string, hasLastReset bool) {
+	t.Helper()
+	var sys map[string]any
+	if err := json.Unmarshal(do(t, s, "GET", "/redfish/v1/Systems/1", "", "", "basic").body, &sys); err != nil {
+		t.Fatal(err)
+	}
+	power, _ = sys["PowerState"].(string)
+	lastReset, hasLastReset = sys["LastResetTime"].(string)
+	return power, lastReset, hasLastReset
+}
+
+// TestPowerTransition: with PowerTransition, a PowerCycle shows
+// PoweringOff, Off, PoweringOn, then On, each for that long by the
+// stand-in's clock, and LastResetTime moves when the system is On again.
+func TestPowerTransition(t *testing.T) {
+	start := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
+	now := start
+	s := redfishtest.New(t, redfishtest.Options{Now: func() time.Time { return now }, PowerTransition: 10 * time.Second})
+	_, before, ok := systemPower(t, s)
+	if !ok || before != start.Format(time.RFC3339) {
+		t.Fatalf("LastResetTime = %q (%v), want the start %s", before, ok, start.Format(time.RFC3339))
+	}
+	now = start.Add(time.Minute)
+	if a := do(t, s, "POST", resetURI, "application/json", `{"ResetType":"PowerCycle"}`, "basic"); a.status != http.StatusNoContent {
+		t.Fatalf("reset: %d %s", a.status, a.body)
+	}
+	for _, step := range []struct {
+		after time.Duration
+		want  string
+	}{
+		{0, "PoweringOff"}, {9 * time.Second, "PoweringOff"}, {10 * time.Second, "Off"}, {19 * time.Second, "Off"},
+		{20 * time.Second, "PoweringOn"}, {29 * time.Second, "PoweringOn"}, {30 * time.Second, "On"}, {time.Hour, "On"},
+	} {
+		now = start.Add(time.Minute + step.after)
+		power, last, _ := systemPower(t, s)
+		if power != step.want || s.PowerState("1") != step.want {
+			t.Errorf("%v after the reset: PowerState %s (%s), want %s", step.after, power, s.PowerState("1"), step.want)
+		}
+		wantLast := before
+		if step.want == "On" {
+			wantLast = start.Add(time.Minute + 30*time.Second).Format(time.RFC3339)
+		}
+		if last != wantLast {
+			t.Errorf("%v after the reset: LastResetTime %s, want %s", step.after, last, wantLast)
+		}
+	}
+	if r := s.Resets(); len(r) != 1 || !slices.Equal(r[0].PowerStates, []string{"On", "Off", "On"}) {
+		t.Errorf("resets = %+v", r)
+	}
+}
+
+// TestHideLastResetTime: a system may leave LastResetTime out, as BMCs
+// before ComputerSystem v1.12.0 do.
+func TestHideLastResetTime(t *testing.T) {
+	s := redfishtest.New(t, redfishtest.Options{Systems: []redfishtest.System{{ID: "1", HideLastResetTime: true}}})
+	if _, last, ok := systemPower(t, s); ok {
+		t.Errorf("LastResetTime %q served", last)
+	}
+}
+
+// TestApplyThenLoseTheAnswer: ApplyThenFail and ApplyThenHang apply the
+// reset and lose its answer; FailNext and HangNext lose the request
+// itself, and apply nothing.
+func TestApplyThenLoseTheAnswer(t *testing.T) {
+	t.Run("fail", func(t *testing.T) {
+		s := redfishtest.New(t, redfishtest.Options{})
+		s.ApplyThenFail(1)
+		// A GET is not a reset: it is answered.
+		if power, _, _ := systemPower(t, s); power != "On" {
+			t.Fatalf("PowerState %s", power)
+		}
+		a := do(t, s, "POST", resetURI, "application/json", `{"ResetType":"PowerCycle"}`, "basic")
+		if a.status != http.StatusInternalServerError || messageID(t, a) != "InternalError" {
+			t.Fatalf("status %d body %s, want 500 InternalError", a.status, a.body)
+		}
+		r := s.Resets()
+		if len(r) != 1 || r[0].Answer != http.StatusInternalServerError || !slices.Equal(r[0].PowerStates, []string{"On", "Off", "On"}) {
+			t.Errorf("resets = %+v: the reset is applied, its answer lost", r)
+		}
+		if a := do(t, s, "POST", resetURI, "application/json", `{"ResetType":"PowerCycle"}`, "basic"); a.status != http.StatusNoContent {
+			t.Errorf("the next reset: %d", a.status)
+		}
+		if r := s.Resets(); len(r) != 2 || r[1].Answer != http.StatusNoContent {
+			t.Errorf("resets = %+v", r)
+		}
+	})
+	t.Run("hang", func(t *testing.T) {
+		s := redfishtest.New(t, redfishtest.Options{})
+		s.ApplyThenHang(1)
+		c := s.Client()
+		c.Timeout = 300 * time.Millisecond
+		req, err := http.NewRequestWithContext(t.Context(), "POST", s.URL+resetURI, strings.NewReader(`{"ResetType":"ForceOff"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.SetBasicAuth(s.Username, s.Password)
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("answered %d, want no answer", resp.StatusCode)
+		}
+		r := s.Resets()
+		if len(r) != 1 || r[0].Answer != 0 || s.PowerState("1") != "Off" {
+			t.Errorf("resets = %+v, power %s: the reset is applied, unanswered", r, s.PowerState("1"))
+		}
+		if reqs := s.Requests(); reqs[len(reqs)-1].Status != 0 {
+			t.Errorf("requests = %+v", reqs)
+		}
+	})
+	t.Run("fail next applies nothing", func(t *testing.T) {
+		s := redfishtest.New(t, redfishtest.Options{})
+		s.FailNext(1)
+		if a := do(t, s, "POST", resetURI, "application/json", `{"ResetType":"PowerCycle"}`, "basic"); a.status != http.StatusServiceUnavailable {
+			t.Fatalf("status %d", a.status)
+		}
+		if len(s.Resets()) != 0 {
+			t.Errorf("resets = %+v", s.Resets())
+		}
+	})
+}
