@@ -192,6 +192,16 @@ func TestWholeLoop(t *testing.T) {
 			}
 		}
 		require.NotEmpty(t, handoff, "an open issue about the quarantine of %s", s.Node)
+		// One issue for the node's whole incident (the shipped route groups
+		// its alerts by node), whose title and label followed it to the
+		// quarantine.
+		require.Len(t, issues, 1, "one issue for the incident of %s", s.Node)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			is, ok := w.GitHub.Issue(s.Info.GitHubRepo, handoffNumber)
+			require.True(c, ok)
+			assert.Regexp(c, `^\[(critical|warning)\] Node `+s.Node+`(: GPUXidError)? — quarantined$`, is.Title)
+			assert.Contains(c, is.Labels, "incident:quarantined")
+		}, 10*time.Second, 200*time.Millisecond)
 		captures := 0
 		for _, op := range ops.Items {
 			if op.Spec.NodeName == s.Node && !op.Spec.Quarantine {
