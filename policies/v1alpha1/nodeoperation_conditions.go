@@ -130,6 +130,16 @@ const (
 	// EventMachineRequested: a clusterAPI, metal3 or redfish request was
 	// made (what, of whom, in the note).
 	EventMachineRequested = "MachineRequested"
+	// EventMachineRequestFound: a BMC reset whose answer was lost (or not
+	// recorded) was found applied by its evidence (a new boot ID, the
+	// BMC's power state or last reset time), and is recorded, not asked
+	// again.
+	EventMachineRequestFound = "MachineRequestFound"
+	// EventMachineRequestHeld (Warning): a BMC reset whose answer was lost
+	// is neither recorded nor asked again, because the evidence does not
+	// say whether it was applied; the note names the node and what is
+	// missing. The step fails at its timeout unless evidence comes.
+	EventMachineRequestHeld = "MachineRequestHeld"
 	// EventOperationSucceeded: the success criterion was met.
 	EventOperationSucceeded = "OperationSucceeded"
 	// EventOperationCreated: a RemediationPolicy created the operation.

@@ -42,6 +42,14 @@ const (
 	// or power-cycle it, as name/UID (see MachineRequestMarker), so that no
 	// pass asks twice.
 	AnnotationMachineRequestedBy = "kubemedic.io/machine-requested-by"
+	// AnnotationMachineResetIntent on a Node records, before kubemedic
+	// asks the node's BMC to reset it, which NodeOperation is about to ask
+	// (MachineRequestMarker), when, and the evidence to judge a lost
+	// answer by: the node's boot ID and the BMC's PowerState and
+	// LastResetTime then (JSON). A pass that finds it without
+	// AnnotationMachineRequestedBy does not ask again unless the evidence
+	// shows the first ask never reached the machine (plan.JudgeReset).
+	AnnotationMachineResetIntent = "kubemedic.io/machine-reset-intent"
 	// AnnotationBareMetalHost on a Node names its Metal3 BareMetalHost as
 	// namespace/name, for clusters whose nodes' providerID does not (CAPM3
 	// writes metal3://namespace/name/... there).

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -22,14 +24,17 @@ import (
 	"github.com/kubemedic/kubemedic/remediator/rung/redfish/redfishtest"
 )
 
-// bmcOperation is a NodeOperation that power-cycles node gpu-0 through a
-// BMC stand-in, on an API server with the namespace ns; host is the BMC's.
-func bmcOperation(t *testing.T, ns string) (env *localcluster.Cluster, bmc *redfishtest.Server, node *corev1.Node, op *v1alpha1.NodeOperation, host string) {
+// bmcOperation is a NodeOperation that power-cycles node gpu-0 (boot ID
+// boot-1, Ready, its kubelet last heard from at now) through a BMC
+// stand-in made with opts, on an API server with the namespace ns; host
+// is the BMC's. The step's timeout is 20m.
+func bmcOperation(t *testing.T, ns string, opts redfishtest.Options, now time.Time) (env *localcluster.Cluster, bmc *redfishtest.Server, node *corev1.Node, op *v1alpha1.NodeOperation, host string) {
 	t.Helper()
 	env = apiServer(t, localcluster.Options{}, ns)
 	ctx := context.Background()
 	c := env.Client
-	bmc = redfishtest.New(t, redfishtest.Options{Username: "kubemedic", Password: "marker-test-pw"})
+	opts.Username, opts.Password = "kubemedic", "marker-test-pw"
+	bmc = redfishtest.New(t, opts)
 	require.NoError(t, c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc"},
 		Data: map[string][]byte{"username": []byte("kubemedic"), "password": []byte("marker-test-pw")}}))
 	hostLabel, portLabel := policies.ProtectedLabelPrefix+"bmc", policies.ProtectedLabelPrefix+"bmc-port"
@@ -38,9 +43,11 @@ func bmcOperation(t *testing.T, ns string) (env *localcluster.Cluster, bmc *redf
 	node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0", Labels: map[string]string{hostLabel: host, portLabel: port}}}
 	require.NoError(t, c.Create(ctx, node))
 	node.Status.NodeInfo.BootID = "boot-1"
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}}
 	require.NoError(t, c.Status().Update(ctx, node))
 	require.NoError(t, c.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: "power-cycle"},
-		Spec: v1alpha1.NodeOperationTemplateSpec{SuccessCriterion: v1alpha1.SuccessNodeRebooted, Redfish: &v1alpha1.RedfishAction{
+		Spec: v1alpha1.NodeOperationTemplateSpec{SuccessCriterion: v1alpha1.SuccessNodeRebooted, Timeout: &metav1.Duration{Duration: 20 * time.Minute}, Redfish: &v1alpha1.RedfishAction{
 			Address:           `https://{{ index .Labels "` + hostLabel + `" }}:{{ index .Labels "` + portLabel + `" }}`,
 			CredentialsSecret: "bmc", ResetType: "PowerCycle", InsecureSkipVerify: true,
 		}}}))
@@ -50,18 +57,21 @@ func bmcOperation(t *testing.T, ns string) (env *localcluster.Cluster, bmc *redf
 	return env, bmc, node, op, host
 }
 
-// bmcReconciler makes passes of the operation reconciler over op: it
-// writes through cl, writes the machine markers through markers, and reads
-// the API server through reader. rec holds the Events.
-func bmcReconciler(cl, markers client.Client, reader client.Reader, ns string, op *v1alpha1.NodeOperation) (pass func() error, rec *events.FakeRecorder) {
+// bmcReconciler makes passes of the operation reconciler over op at the
+// clock's time: it writes through cl, writes the machine markers through
+// markers, and reads the API server through reader. Its Redfish calls
+// give up after 2s. rec holds the Events; p is its provider.
+func bmcReconciler(cl, markers client.Client, reader client.Reader, ns string, op *v1alpha1.NodeOperation, clk *clocktesting.FakeClock) (pass func() error, rec *events.FakeRecorder, p *rung.Provider) {
 	rec = events.NewFakeRecorder(100)
 	r := testReconciler(cl, reader, ns, rec)
-	r.Machines = &rung.Provider{Client: markers, Reader: reader, Namespace: ns}
+	r.Clock = clk
+	p = &rung.Provider{Client: markers, Reader: reader, Namespace: ns, Clock: clk, Timeout: 2 * time.Second}
+	r.Machines = p
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: op.Name}}
 	return func() error {
 		_, err := r.Reconcile(context.Background(), req)
 		return err
-	}, rec
+	}, rec, p
 }
 
 // TestBMCResetOnceAfterALostStatusWrite: the pass that reset the node
@@ -73,7 +83,8 @@ func bmcReconciler(cl, markers client.Client, reader client.Reader, ns string, o
 // though the pass that made it wrote nothing.
 func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 	const ns = "kubemedic-marker"
-	env, bmc, node, op, host := bmcOperation(t, ns)
+	clk := clocktesting.NewFakeClock(time.Now())
+	env, bmc, node, op, host := bmcOperation(t, ns, redfishtest.Options{Now: clk.Now}, clk.Now())
 	ctx := context.Background()
 	c := env.Client
 
@@ -94,7 +105,7 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 		},
 		SubResourcePatch: loseWrite,
 	})
-	pass, rec := bmcReconciler(cached, c, c, ns, op)
+	pass, rec, _ := bmcReconciler(cached, c, c, ns, op, clk)
 
 	// The first pass admits the operation and writes that; the Events of
 	// those steps are told before the request's.
@@ -124,35 +135,28 @@ func TestBMCResetOnceAfterALostStatusWrite(t *testing.T) {
 	require.Equal(t, 2, told(recorded(rec), v1alpha1.EventMachineRequested), "one MachineRequested Event on the operation and one on the node")
 }
 
-// TestBMCResetToldWhenTheNodeMarkFails: the BMC accepts the power cycle,
-// and then the Node's marker cannot be written. Nothing records the reset,
-// so the next pass resets the node again (one more reset, never none), and
-// each reset is told: the SRE sees two.
-func TestBMCResetToldWhenTheNodeMarkFails(t *testing.T) {
+// TestBMCResetOnceWhenTheAnswerCannotBeRecorded: the BMC accepts the
+// power cycle, and then the Node's answer marker cannot be written.
+// The reset is told at once; the next pass finds the intent written
+// before the ask, reads the BMC (its LastResetTime moved) and records the
+// reset without making it again. Before issue 28 the node was reset
+// twice here.
+func TestBMCResetOnceWhenTheAnswerCannotBeRecorded(t *testing.T) {
 	const ns = "kubemedic-unmarked"
-	env, bmc, node, op, _ := bmcOperation(t, ns)
+	clk := clocktesting.NewFakeClock(time.Now())
+	env, bmc, node, op, _ := bmcOperation(t, ns, redfishtest.Options{Now: clk.Now}, clk.Now())
 	ctx := context.Background()
 	c := env.Client
 
 	refused := errors.New("the API server refused the node patch")
-	refuse := false
-	w, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	require.NoError(t, err)
-	marking := interceptor.NewClient(w, interceptor.Funcs{
-		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			if _, isNode := obj.(*corev1.Node); isNode && refuse {
-				refuse = false
-				return refused
-			}
-			return cl.Patch(ctx, obj, patch, opts...)
-		},
-	})
-	pass, rec := bmcReconciler(c, marking, c, ns, op)
+	markers, refuse := refusingNodePatches(t, env, v1alpha1.AnnotationMachineRequestedBy)
+	pass, rec, _ := bmcReconciler(c, markers, c, ns, op, clk)
 
-	err = pass()
+	err := pass()
 	require.NoError(t, err)
 	recorded(rec)
-	refuse = true
+	clk.Step(time.Minute) // the BMC's last reset, at its start, is a minute old
+	refuse(refused)
 	err = pass()
 	require.ErrorIs(t, err, refused)
 	require.Len(t, bmc.Resets(), 1)
@@ -162,11 +166,41 @@ func TestBMCResetToldWhenTheNodeMarkFails(t *testing.T) {
 	require.Nil(t, got.Status.MachineRequest)
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(node), node))
 	require.NotContains(t, node.Annotations, v1alpha1.AnnotationMachineRequestedBy)
+	require.Contains(t, node.Annotations[v1alpha1.AnnotationMachineResetIntent], v1alpha1.MachineRequestMarker(got), "the intent was written before the ask")
 
-	err = pass()
-	require.NoError(t, err)
-	require.Len(t, bmc.Resets(), 2, "nothing recorded the first reset: the node is reset again")
-	require.Equal(t, 2, told(recorded(rec), v1alpha1.EventMachineRequested), "and that reset is told too")
+	for range 3 {
+		clk.Step(time.Minute)
+		require.NoError(t, pass())
+	}
+	require.Len(t, bmc.Resets(), 1, "the node was power-cycled twice")
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(op), got))
-	require.NotNil(t, got.Status.MachineRequest)
+	require.NotNil(t, got.Status.MachineRequest, "recorded from the BMC's evidence")
+	require.Contains(t, got.Status.MachineRequest.Action, "its answer was not recorded, and the BMC says the system last came out of a reset at")
+	evs := recorded(rec)
+	require.Equal(t, 2, told(evs, v1alpha1.EventMachineRequestFound), "found once, told on the operation and the node: %v", evs)
+	require.Zero(t, told(evs, v1alpha1.EventMachineRequested), "not asked again")
+}
+
+// refusingNodePatches is a client whose Node patches fail, once each time
+// refuse is called, when their patch carries the annotation key; others
+// go through.
+func refusingNodePatches(t *testing.T, env *localcluster.Cluster, key string) (c client.Client, refuse func(error)) {
+	t.Helper()
+	w, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	require.NoError(t, err)
+	var next error
+	c = interceptor.NewClient(w, interceptor.Funcs{
+		Patch: func(ctx context.Context, cl client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if _, isNode := obj.(*corev1.Node); isNode && next != nil {
+				data, err := patch.Data(obj)
+				require.NoError(t, err)
+				if strings.Contains(string(data), key) {
+					err, next = next, nil
+					return err
+				}
+			}
+			return cl.Patch(ctx, obj, patch, opts...)
+		},
+	})
+	return c, func(err error) { next = err }
 }

@@ -392,8 +392,9 @@ func (r *OperationReconciler) effect(ctx context.Context, st *step, t *plan.Tran
 				return false, nil
 			}
 			if rung.Asked(err) {
-				// The BMC power-cycled the node: told, though the next
-				// pass asks again.
+				// The BMC accepted the reset: told, though not recorded;
+				// the next pass finds its intent on the Node and judges
+				// from evidence before it asks again.
 				onEffect, _ := plan.SplitEvents(t.Events)
 				r.emit(op, st.in.Node, onEffect)
 			}

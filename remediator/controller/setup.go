@@ -142,7 +142,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	keeper := &evidence.Keeper{Client: c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock,
 		Namespace: opts.Namespace, Options: opts.Diagnostics, Logs: logs, DRA: dra}
 	or := &OperationReconciler{
-		Machines: &rung.Provider{Client: c, Reader: mgr.GetAPIReader(), Namespace: opts.Namespace},
+		Machines: &rung.Provider{Client: c, Reader: mgr.GetAPIReader(), Namespace: opts.Namespace, Clock: opts.Clock},
 		DRA:      dra,
 		Drainer:  evictor,
 		Client:   c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,

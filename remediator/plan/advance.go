@@ -423,11 +423,11 @@ func (t *transition) running() {
 // rebooted moves to Verifying when the node's boot ID changed since the
 // operation started and the node is Ready.
 func (t *transition) rebooted() bool {
-	op, n := t.in.Op, t.in.Node
-	if n == nil || op.Status.BootID == "" || n.Status.NodeInfo.BootID == "" || n.Status.NodeInfo.BootID == op.Status.BootID || !nodeReady(n) {
+	n, was := t.in.Node, t.Status.BootID
+	if n == nil || was == "" || n.Status.NodeInfo.BootID == "" || n.Status.NodeInfo.BootID == was || !nodeReady(n) {
 		return false
 	}
-	msg := fmt.Sprintf("the node rebooted: boot ID %s, was %s, and it is Ready", n.Status.NodeInfo.BootID, op.Status.BootID)
+	msg := fmt.Sprintf("the node rebooted: boot ID %s, was %s, and it is Ready", n.Status.NodeInfo.BootID, was)
 	t.cond(v1alpha1.OperationSucceeded, metav1.ConditionTrue, v1alpha1.ReasonNodeRebooted, msg)
 	t.emit(corev1.EventTypeNormal, v1alpha1.EventOperationSucceeded, "Run", msg)
 	t.setPhase(v1alpha1.PhaseVerifying, "verifying the node")

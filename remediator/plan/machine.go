@@ -29,6 +29,14 @@ type MachineObservation struct {
 	Requested bool
 	// Gone: the Machine this operation asked about no longer exists.
 	Gone bool
+	// BootID is the node's boot ID recorded with a redfish request's
+	// intent, "" when none: the reboot to wait for is one from it.
+	BootID string
+	// Reset is set when a redfish request's intent is on the Node but not
+	// its answer (the answer was lost, the pass died after the intent, or
+	// the answer's record failed): the evidence JudgeReset decides from
+	// whether it was applied. Nil otherwise.
+	Reset *ResetEvidence
 }
 
 // machine runs a clusterAPI, metal3 or redfish operation: ask the provider
@@ -36,12 +44,31 @@ type MachineObservation struct {
 // power-cycled (NodeRebooted) within the timeout.
 func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.SuccessCriterion, timeout time.Duration, deadline time.Time) {
 	op, n, m := t.in.Op, t.in.Node, t.in.Machine
+	var judged ResetJudgement
 	if t.Status.MachineRequest == nil {
+		if m.Reset != nil && !m.Requested {
+			judged = JudgeReset(*m.Reset, t.in.Now)
+		}
 		switch {
 		case m.Requested:
 			// Asked in a pass whose status write failed: recorded now,
 			// never asked twice.
 			t.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: machineTarget(m, op), Action: MachineAction(kind, t.in.Template), Time: metav1.NewTime(t.in.Now)}
+			if criterion == v1alpha1.SuccessNodeRebooted && m.BootID != "" {
+				t.Status.BootID = m.BootID
+			}
+		case judged.Verdict == ResetApplied:
+			// Asked, and its answer lost or not recorded: the evidence
+			// says the BMC applied it. Recorded now, never asked again;
+			// told now, as the ask was told only if answered.
+			action := MachineAction(kind, t.in.Template)
+			t.Status.MachineRequest = &v1alpha1.MachineRequest{Kind: kind, Target: machineTarget(m, op),
+				Action: Truncate(action+"; its answer was not recorded, and "+judged.Why, maxMessage), Time: metav1.NewTime(m.Reset.Intended)}
+			if criterion == v1alpha1.SuccessNodeRebooted && m.Reset.BootID != "" {
+				t.Status.BootID = m.Reset.BootID
+			}
+			t.emit(corev1.EventTypeNormal, v1alpha1.EventMachineRequestFound, "Request",
+				fmt.Sprintf("asked %s: %s; its answer was not recorded, and %s: not asked again", machineTarget(m, op), action, judged.Why))
 		case criterion == v1alpha1.SuccessMachineReplaced && m.Missing != "" && (n == nil || nodeReplaced(op, n)):
 			// No Machine, and the node is gone or back under a new UID:
 			// the machine was replaced already. Our request's status write
@@ -55,6 +82,8 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 			t.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonMachineNotFound, msg)
 			t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonMachineNotFound, msg)
 			return
+		case judged.Verdict == ResetUnknown:
+			// Neither recorded nor asked again: held below.
 		case !t.in.Now.Before(deadline):
 			// Transient errors until the timeout (a BMC answering 503).
 		default:
@@ -71,8 +100,12 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 				// since admission (a new UID, the same machine) is not it.
 				t.Status.NodeUID = string(n.UID)
 			}
+			note := fmt.Sprintf("asked %s: %s", m.Target, t.Status.MachineRequest.Action)
+			if judged.Verdict == ResetNotApplied {
+				note = fmt.Sprintf("asked %s again: %s; the first ask has no recorded answer, and node %s shows it never came: %s", m.Target, t.Status.MachineRequest.Action, op.Spec.NodeName, judged.Why)
+			}
 			t.Events = append(t.Events, Event{Type: corev1.EventTypeNormal, Reason: v1alpha1.EventMachineRequested, Action: "Request",
-				Note: fmt.Sprintf("asked %s: %s", m.Target, t.Status.MachineRequest.Action), OnEffect: true})
+				Note: note, OnEffect: true})
 		}
 	}
 	if t.Status.MachineRequest != nil && t.Effect == EffectNone {
@@ -99,11 +132,15 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 			}
 		}
 	}
+	held := t.Status.MachineRequest == nil && judged.Verdict == ResetUnknown
 	if !t.in.Now.Before(deadline) {
 		msg := fmt.Sprintf("no success after %s (%s)", timeout, criterion)
-		if r := t.Status.MachineRequest; r != nil {
+		switch r := t.Status.MachineRequest; {
+		case r != nil:
 			msg += fmt.Sprintf(" since %s was asked to %s", r.Target, r.Action)
-		} else {
+		case held:
+			msg += fmt.Sprintf("; asking %s has no recorded answer, and it was not asked again, as nothing showed whether node %s was reset: %s", m.Target, op.Spec.NodeName, judged.Why)
+		default:
 			msg += fmt.Sprintf("; %s could not be asked", m.Target)
 		}
 		t.cond(v1alpha1.OperationSucceeded, metav1.ConditionFalse, v1alpha1.ReasonOperationTimeout, msg)
@@ -112,6 +149,16 @@ func (t *transition) machine(kind v1alpha1.MachineKind, criterion v1alpha1.Succe
 	}
 	t.requeueAt(deadline)
 	t.requeue(VerifyResync)
+	if held {
+		t.requeueAt(judged.RecheckAt)
+		msg := Truncate(fmt.Sprintf("not asking %s again for node %s: the first ask has no recorded answer, and %s; held until new evidence, or until %s, when the step fails",
+			m.Target, op.Spec.NodeName, judged.Why, deadline.UTC().Format(time.RFC3339)), maxMessage)
+		if msg != op.Status.Message {
+			t.emit(corev1.EventTypeWarning, v1alpha1.EventMachineRequestHeld, "Request", msg)
+		}
+		t.Status.Message = msg
+		return
+	}
 	what := "the node to reboot (boot ID " + t.Status.BootID + ") and be Ready"
 	if criterion == v1alpha1.SuccessMachineReplaced {
 		what = "the Machine to be replaced"

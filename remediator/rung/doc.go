@@ -14,6 +14,13 @@
 // MachineHealthCheck deleted before that pass: the request was made, and
 // the Machine gone is the replacement.
 //
+// A BMC reset's answer can be lost after the BMC applied it, so its
+// intent is recorded on the Node (kubemedic.io/machine-reset-intent, with
+// the node's boot ID and the BMC's power state) and confirmed before the
+// POST; a pass that finds the intent without the answer asks again only
+// when plan.JudgeReset's evidence shows the first ask never reached the
+// machine (bmc.go).
+//
 // A Machine is the node's only if it is in the cluster the node names
 // (its cluster.x-k8s.io/cluster-namespace and cluster-name annotations,
 // where set) and its status.nodeRef, once set, names the node: node

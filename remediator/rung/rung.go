@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -42,8 +44,14 @@ type Provider struct {
 	Reader client.Reader
 	// Namespace holds the BMC credential Secrets.
 	Namespace string
-	// Reset is redfish.Reset; tests may point it elsewhere.
-	Reset func(context.Context, redfish.Request) (redfish.Result, error)
+	// Reset is redfish.Reset and Inspect redfish.Inspect; tests may point
+	// them elsewhere.
+	Reset   func(context.Context, redfish.Request) (redfish.Result, error)
+	Inspect func(context.Context, redfish.Request) (redfish.SystemState, error)
+	// Clock stamps a BMC reset's intent; nil is the real clock.
+	Clock clock.PassiveClock
+	// Timeout bounds each Redfish call; 0 is redfish.DefaultTimeout.
+	Timeout time.Duration
 }
 
 // PermanentError is a request the provider refused for good.
@@ -51,12 +59,14 @@ type PermanentError struct{ Msg string }
 
 func (e *PermanentError) Error() string { return e.Msg }
 
-// UnrecordedError: the provider was asked, but the marker that would keep
-// the next pass from asking again could not be written.
+// UnrecordedError: the provider was asked and answered, but the marker
+// that records the answer could not be written. The intent written before
+// the ask remains, so the next pass judges from evidence (plan.JudgeReset)
+// before it asks again.
 type UnrecordedError struct{ Err error }
 
 func (e *UnrecordedError) Error() string {
-	return "asked, but not recorded (the next pass asks again): " + e.Err.Error()
+	return "asked, but its answer is not recorded (the next pass judges from the intent before asking again): " + e.Err.Error()
 }
 
 func (e *UnrecordedError) Unwrap() error { return e.Err }
@@ -86,11 +96,7 @@ func (p *Provider) Observe(ctx context.Context, tpl *v1alpha1.NodeOperationTempl
 		if node == nil {
 			return plan.MachineObservation{Missing: "node " + op.Spec.NodeName + " does not exist, so its BMC address cannot be found"}, nil
 		}
-		req, missing, err := p.redfishRequest(ctx, tpl, node)
-		if err != nil || missing != "" {
-			return plan.MachineObservation{Missing: missing}, err
-		}
-		return plan.MachineObservation{Target: redfishTarget(req), Requested: marked(node.Annotations, op)}, nil
+		return p.observeBMC(ctx, tpl, op, node)
 	}
 	return plan.MachineObservation{}, fmt.Errorf("template %s asks no machine provider", tpl.Name)
 }
@@ -129,29 +135,7 @@ func (p *Provider) Request(ctx context.Context, tpl *v1alpha1.NodeOperationTempl
 		if node == nil {
 			return &PermanentError{Msg: "node " + op.Spec.NodeName + " does not exist"}
 		}
-		req, missing, err := p.redfishRequest(ctx, tpl, node)
-		if err != nil {
-			return err
-		}
-		if missing != "" {
-			return &PermanentError{Msg: missing}
-		}
-		reset := p.Reset
-		if reset == nil {
-			reset = redfish.Reset
-		}
-		if _, err := reset(ctx, req); err != nil {
-			if redfish.Permanent(err) {
-				return &PermanentError{Msg: err.Error()}
-			}
-			return err
-		}
-		// After the BMC accepted: a failed write here means one more
-		// reset on the next pass, never none.
-		if err := p.markNode(ctx, node, op); err != nil {
-			return &UnrecordedError{Err: err}
-		}
-		return nil
+		return p.requestBMC(ctx, tpl, op, node)
 	}
 	return fmt.Errorf("template %s asks no machine provider", tpl.Name)
 }
@@ -353,7 +337,8 @@ func (p *Provider) redfishRequest(ctx context.Context, tpl *v1alpha1.NodeOperati
 	if user == "" || pass == "" {
 		return redfish.Request{}, fmt.Sprintf("template %s: the BMC credentials Secret %s/%s needs the keys username and password", tpl.Name, p.Namespace, rf.CredentialsSecret), nil
 	}
-	return redfish.Request{Endpoint: addr, Username: user, Password: pass, System: rf.System, ResetType: rf.ResetType, InsecureSkipVerify: rf.InsecureSkipVerify}, "", nil
+	return redfish.Request{Endpoint: addr, Username: user, Password: pass, System: rf.System, ResetType: rf.ResetType,
+		InsecureSkipVerify: rf.InsecureSkipVerify, Timeout: p.timeout()}, "", nil
 }
 
 // redfishTarget names the system asked, without credentials.
