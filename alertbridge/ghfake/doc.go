@@ -12,7 +12,9 @@
 //
 // It must never be more lenient than GitHub where the bridge could depend on
 // it: unknown repositories are 404, missing titles and unknown state reasons
-// are 422, and bad credentials are 401.
+// are 422, a body over 65,536 characters or a title over 256 (counted in
+// characters, not bytes) is 422 in GitHub's words (UNPROCESSABLE in
+// GraphQL), counted by Rejected, and bad credentials are 401.
 //
 // Tests use it, and so does `kubemedic-demo` as its GitHub stand-in: Page
 // (also served at PagePath, "/_page", on the Fake's own server, a path

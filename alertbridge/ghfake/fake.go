@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -101,6 +102,8 @@ type Fake struct {
 	fault  func(r *http.Request) *Fault
 	nextID int64
 	rate   rateLimit
+	// rejected counts refused writes by reason (Rejected).
+	rejected map[string]int
 }
 
 type rateLimit struct {
@@ -388,6 +391,16 @@ func matchPath(pattern, p string) bool {
 		return err == nil && ok
 	}
 	return strings.HasPrefix(p, pattern)
+}
+
+// Rejected returns how many writes GitHub would have refused as invalid
+// (a REST 422, or a GraphQL UNPROCESSABLE error) so far, by reason:
+// RejectBodyTooLong, RejectTitleTooLong, RejectValidation. A reason with
+// none is absent.
+func (f *Fake) Rejected() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.rejected)
 }
 
 // ResetCalls forgets the recorded requests.

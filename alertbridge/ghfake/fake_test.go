@@ -257,3 +257,127 @@ func TestEnterprisePrefixSearchAndFaults(t *testing.T) {
 	f.ResetCalls()
 	require.Empty(t, f.Calls())
 }
+
+func TestBodyAndTitleLimits(t *testing.T) {
+	jsonBody := func(kv ...string) string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	// GitHub counts characters, not bytes: 65,536 three-byte runes fit.
+	atLimit := strings.Repeat("€", ghfake.MaxBodyChars)
+	over := strings.Repeat("a", ghfake.MaxBodyChars+1)
+	for _, tc := range []struct {
+		desc         string
+		method, path string
+		body         string
+		wantStatus   int
+		wantError    map[string]any
+		wantRejected map[string]int
+	}{
+		{desc: "an issue body of 65,536 characters in more bytes is filed", method: "POST", path: "repos/" + repo + "/issues",
+			body: jsonBody("title", "t", "body", atLimit), wantStatus: 201},
+		{desc: "an issue body of 65,537 characters is 422", method: "POST", path: "repos/" + repo + "/issues",
+			body: jsonBody("title", "t", "body", over), wantStatus: 422,
+			wantError:    map[string]any{"resource": "Issue", "code": "custom", "field": "body", "message": "body is too long (maximum is 65536 characters)"},
+			wantRejected: map[string]int{ghfake.RejectBodyTooLong: 1}},
+		{desc: "an edit's body over the limit is 422", method: "PATCH", path: "repos/" + repo + "/issues/1",
+			body: jsonBody("body", over), wantStatus: 422,
+			wantError:    map[string]any{"resource": "Issue", "field": "body", "message": "body is too long (maximum is 65536 characters)"},
+			wantRejected: map[string]int{ghfake.RejectBodyTooLong: 1}},
+		{desc: "a comment over the limit is 422 in the comment's words", method: "POST", path: "repos/" + repo + "/issues/1/comments",
+			body: jsonBody("body", over), wantStatus: 422,
+			wantError:    map[string]any{"resource": "IssueComment", "code": "unprocessable", "field": "data", "message": "Body is too long (maximum is 65536 characters)"},
+			wantRejected: map[string]int{ghfake.RejectBodyTooLong: 1}},
+		{desc: "a comment at the limit is posted", method: "POST", path: "repos/" + repo + "/issues/1/comments",
+			body: jsonBody("body", atLimit), wantStatus: 201},
+		{desc: "a title of 257 characters is 422", method: "POST", path: "repos/" + repo + "/issues",
+			body: jsonBody("title", strings.Repeat("t", ghfake.MaxTitleChars+1)), wantStatus: 422,
+			wantError:    map[string]any{"resource": "Issue", "code": "custom", "field": "title", "message": "title is too long (maximum is 256 characters)"},
+			wantRejected: map[string]int{ghfake.RejectTitleTooLong: 1}},
+		{desc: "a retitle over the limit is 422", method: "PATCH", path: "repos/" + repo + "/issues/1",
+			body: jsonBody("title", strings.Repeat("é", ghfake.MaxTitleChars+1)), wantStatus: 422,
+			wantRejected: map[string]int{ghfake.RejectTitleTooLong: 1}},
+		{desc: "a title of 256 characters is filed", method: "POST", path: "repos/" + repo + "/issues",
+			body: jsonBody("title", strings.Repeat("é", ghfake.MaxTitleChars)), wantStatus: 201},
+		{desc: "other validation failures are counted too", method: "POST", path: "repos/" + repo + "/issues",
+			body: jsonBody("title", " "), wantStatus: 422, wantRejected: map[string]int{ghfake.RejectValidation: 1}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			f, _ := newFake(t)
+			n := f.AddIssue(repo, "first", "before")
+			a := call(t, tc.method, f.URL()+tc.path, tc.body)
+			require.Equal(t, tc.wantStatus, a.status, string(a.body))
+			require.Equal(t, tc.wantRejected, nilIfEmpty(f.Rejected()))
+			if tc.wantError == nil {
+				return
+			}
+			var got struct {
+				Message string           `json:"message"`
+				Errors  []map[string]any `json:"errors"`
+				Doc     string           `json:"documentation_url"`
+			}
+			a.json(t, &got)
+			require.Equal(t, "Validation Failed", got.Message)
+			require.Len(t, got.Errors, 1)
+			for k, v := range tc.wantError {
+				require.Equal(t, v, got.Errors[0][k], k)
+			}
+			require.NotEmpty(t, got.Doc)
+			is, _ := f.Issue(repo, n)
+			require.Equal(t, "before", is.Body, "nothing of a refused write is applied")
+			require.Empty(t, is.Comments)
+			require.Len(t, f.Issues(repo), 1)
+		})
+	}
+}
+
+func TestGraphQLBodyLimit(t *testing.T) {
+	f, _ := newFake(t)
+	n := f.AddIssue(repo, "t", "before")
+	is, _ := f.Issue(repo, n)
+	over := strings.Repeat("a", ghfake.MaxBodyChars+1)
+	for _, tc := range []struct {
+		desc, query string
+		vars        map[string]any
+	}{
+		{desc: "updateIssue", query: `mutation($id: ID!, $body: String!) { edit: updateIssue(input: {id: $id, body: $body}) { issue { number } } }`,
+			vars: map[string]any{"id": is.NodeID, "body": over}},
+		{desc: "addComment", query: `mutation($id: ID!, $comment: String!) { comment: addComment(input: {subjectId: $id, body: $comment}) { clientMutationId } }`,
+			vars: map[string]any{"id": is.NodeID, "comment": over}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			before := f.Rejected()[ghfake.RejectBodyTooLong]
+			body, _ := json.Marshal(map[string]any{"query": tc.query, "variables": tc.vars})
+			a := call(t, http.MethodPost, f.URL()+"graphql", string(body))
+			require.Equal(t, http.StatusOK, a.status, "GraphQL errors come in a 200")
+			var got struct {
+				Data   any `json:"data"`
+				Errors []struct {
+					Type    string   `json:"type"`
+					Path    []string `json:"path"`
+					Message string   `json:"message"`
+				} `json:"errors"`
+			}
+			a.json(t, &got)
+			require.Nil(t, got.Data)
+			require.Len(t, got.Errors, 1)
+			require.Equal(t, "UNPROCESSABLE", got.Errors[0].Type)
+			require.Equal(t, "Body is too long (maximum is 65536 characters)", got.Errors[0].Message)
+			require.Equal(t, before+1, f.Rejected()[ghfake.RejectBodyTooLong])
+			is, _ := f.Issue(repo, n)
+			require.Equal(t, "before", is.Body)
+			require.Empty(t, is.Comments)
+		})
+	}
+}
+
+func nilIfEmpty(m map[string]int) map[string]int {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}

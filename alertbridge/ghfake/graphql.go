@@ -2,6 +2,7 @@ package ghfake
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -45,7 +46,10 @@ func (f *Fake) graphql(r *http.Request, prefix string, body []byte, now time.Tim
 		case "updateIssue":
 			b, ok := str("body")
 			if !ok {
-				return graphqlError("UNPROCESSABLE", "updateIssue without $body")
+				return f.reject(RejectValidation, graphqlError("UNPROCESSABLE", "updateIssue without $body"))
+			}
+			if tooLong(b, MaxBodyChars) {
+				return f.reject(RejectBodyTooLong, graphqlFieldError("UNPROCESSABLE", graphqlBodyTooLong, alias))
 			}
 			raw, _ := json.Marshal(map[string]string{"body": b})
 			resp = f.editIssue(rp, iss, u, raw, now)
@@ -62,7 +66,10 @@ func (f *Fake) graphql(r *http.Request, prefix string, body []byte, now time.Tim
 		case "addComment":
 			c, ok := str("comment")
 			if !ok || c == "" {
-				return graphqlError("UNPROCESSABLE", "addComment without a body")
+				return f.reject(RejectValidation, graphqlError("UNPROCESSABLE", "addComment without a body"))
+			}
+			if tooLong(c, MaxBodyChars) {
+				return f.reject(RejectBodyTooLong, graphqlFieldError("UNPROCESSABLE", graphqlBodyTooLong, alias))
 			}
 			raw, _ := json.Marshal(map[string]string{"body": c})
 			if resp := f.createComment(rp, iss, u, raw); resp.status >= 300 {
@@ -84,6 +91,17 @@ func (f *Fake) graphql(r *http.Request, prefix string, body []byte, now time.Tim
 
 func graphqlError(typ, msg string) *response {
 	return jsonResponse(http.StatusOK, map[string]any{"data": nil, "errors": []any{map[string]any{"type": typ, "message": msg}}})
+}
+
+// graphqlBodyTooLong is GitHub's message for a body over the limit in
+// updateIssue and addComment.
+var graphqlBodyTooLong = fmt.Sprintf("Body is too long (maximum is %d characters)", MaxBodyChars)
+
+// graphqlFieldError is an error of one mutation field, with its path.
+func graphqlFieldError(typ, msg, field string) *response {
+	return jsonResponse(http.StatusOK, map[string]any{"data": nil, "errors": []any{map[string]any{
+		"type": typ, "path": []string{field}, "message": msg,
+	}}})
 }
 
 func (f *Fake) issueByNodeID(id string) (*repo, *issue) {

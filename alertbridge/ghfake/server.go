@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kubemedic/kubemedic/alertbridge/ghclient"
 )
@@ -38,7 +39,69 @@ func validationFailed(resource, code, field, doc string) *response {
 	})
 }
 
+// validationFailedMessage is a 422 whose error carries GitHub's message, as
+// for a field over its length limit.
+func validationFailedMessage(resource, code, field, message, doc string) *response {
+	return jsonResponse(http.StatusUnprocessableEntity, map[string]any{
+		"message":           "Validation Failed",
+		"errors":            []map[string]string{{"resource": resource, "code": code, "field": field, "message": message}},
+		"documentation_url": doc,
+	})
+}
+
 func notFound() *response { return errorResponse(http.StatusNotFound, "Not Found", docNotFound) }
+
+// GitHub's limits on what a write carries, in characters (runes, as
+// GitHub counts them, not bytes).
+const (
+	// MaxBodyChars bounds an issue's or a comment's body.
+	MaxBodyChars = 65536
+	// MaxTitleChars bounds an issue's title.
+	MaxTitleChars = 256
+)
+
+// Reasons Rejected counts refused writes under.
+const (
+	// RejectBodyTooLong is an issue or comment body over MaxBodyChars.
+	RejectBodyTooLong = "body_too_long"
+	// RejectTitleTooLong is a title over MaxTitleChars.
+	RejectTitleTooLong = "title_too_long"
+	// RejectValidation is any other write GitHub refuses as invalid (422
+	// or GraphQL UNPROCESSABLE): a missing title or body, a bad state.
+	RejectValidation = "validation_failed"
+)
+
+func tooLong(s string, limit int) bool {
+	return len(s) > limit && utf8.RuneCountInString(s) > limit
+}
+
+// bodyTooLong is GitHub's REST answer to an issue body over the limit.
+func bodyTooLong(doc string) *response {
+	return validationFailedMessage("Issue", "custom", "body",
+		fmt.Sprintf("body is too long (maximum is %d characters)", MaxBodyChars), doc)
+}
+
+// commentTooLong is GitHub's REST answer to a comment over the limit: it
+// words it unlike the issue's (field "data", capitalised).
+func commentTooLong() *response {
+	return validationFailedMessage("IssueComment", "unprocessable", "data",
+		fmt.Sprintf("Body is too long (maximum is %d characters)", MaxBodyChars), docCreateComment)
+}
+
+func titleTooLong(doc string) *response {
+	return validationFailedMessage("Issue", "custom", "title",
+		fmt.Sprintf("title is too long (maximum is %d characters)", MaxTitleChars), doc)
+}
+
+// reject counts a refused write under reason and returns its answer; f.mu
+// is held.
+func (f *Fake) reject(reason string, resp *response) *response {
+	if f.rejected == nil {
+		f.rejected = map[string]int{}
+	}
+	f.rejected[reason]++
+	return resp
+}
 
 func (f *Fake) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	body := readBody(r)
@@ -451,7 +514,13 @@ func (f *Fake) createIssue(rp *repo, u urls, body []byte, now time.Time) *respon
 		return problemsParsingJSON()
 	}
 	if in.Title == nil || strings.TrimSpace(*in.Title) == "" {
-		return validationFailed("Issue", "missing_field", "title", docCreateIssue)
+		return f.reject(RejectValidation, validationFailed("Issue", "missing_field", "title", docCreateIssue))
+	}
+	if tooLong(*in.Title, MaxTitleChars) {
+		return f.reject(RejectTitleTooLong, titleTooLong(docCreateIssue))
+	}
+	if in.Body != nil && tooLong(*in.Body, MaxBodyChars) {
+		return f.reject(RejectBodyTooLong, bodyTooLong(docCreateIssue))
 	}
 	now = now.UTC().Truncate(time.Second)
 	iss := &issue{
@@ -511,13 +580,19 @@ func (f *Fake) editIssue(rp *repo, iss *issue, u urls, body []byte, now time.Tim
 		return problemsParsingJSON()
 	}
 	if hasTitle && (titleNull || strings.TrimSpace(title) == "") {
-		return validationFailed("Issue", "missing_field", "title", docUpdateIssue)
+		return f.reject(RejectValidation, validationFailed("Issue", "missing_field", "title", docUpdateIssue))
+	}
+	if hasTitle && tooLong(title, MaxTitleChars) {
+		return f.reject(RejectTitleTooLong, titleTooLong(docUpdateIssue))
+	}
+	if hasBody && tooLong(bodyText, MaxBodyChars) {
+		return f.reject(RejectBodyTooLong, bodyTooLong(docUpdateIssue))
 	}
 	if hasState && !state.Valid() {
-		return validationFailed("Issue", "invalid", "state", docUpdateIssue)
+		return f.reject(RejectValidation, validationFailed("Issue", "invalid", "state", docUpdateIssue))
 	}
 	if hasReason && !reasonNull && !reason.Valid() {
-		return validationFailed("Issue", "invalid", "state_reason", docUpdateIssue)
+		return f.reject(RejectValidation, validationFailed("Issue", "invalid", "state_reason", docUpdateIssue))
 	}
 
 	now = now.UTC().Truncate(time.Second)
@@ -577,7 +652,10 @@ func (f *Fake) createComment(rp *repo, iss *issue, u urls, body []byte) *respons
 		return problemsParsingJSON()
 	}
 	if in.Body == nil || *in.Body == "" {
-		return validationFailed("IssueComment", "missing_field", "body", docCreateComment)
+		return f.reject(RejectValidation, validationFailed("IssueComment", "missing_field", "body", docCreateComment))
+	}
+	if tooLong(*in.Body, MaxBodyChars) {
+		return f.reject(RejectBodyTooLong, commentTooLong())
 	}
 	c := f.addComment(iss, "kubemedic[bot]", *in.Body)
 	resp := jsonResponse(http.StatusCreated, commentJSON(rp, iss, c, u))
