@@ -6,8 +6,10 @@
 // "/api/v3/" prefix.
 //
 // Tests drive it like a person would (CloseIssue, AddLabel, SetTitle,
-// AddComment), inject faults (SetFault, FailNext, FailWrites, SetRateLimit)
-// and assert on what the client sent (Calls, CallCount). Human actions are not
+// AddComment), inject faults (SetFault, FailNext, FailWrites, SetRateLimit,
+// and per write FailEndpoint and LoseAnswers, which carry a write out and
+// then lose its answer to a proxy's 502 or to the client's timeout) and
+// assert on what the client sent (Calls, CallCount). Human actions are not
 // recorded as calls; every HTTP request is, faults included.
 //
 // It must never be more lenient than GitHub where the bridge could depend on

@@ -51,14 +51,25 @@ type Call struct {
 	Body    []byte
 	Status  int
 	Time    time.Time
+	// Lost marks a request that was carried out and whose answer was
+	// lost (a Fault with Apply): Status is what the client was sent
+	// instead, 0 for an answer held until the client gave up.
+	Lost bool
 }
 
-// Fault is an answer injected instead of the normal handler. An empty Body
+// Fault is an answer injected instead of the normal handler's. An empty Body
 // becomes {"message":"<status text>"}.
 type Fault struct {
 	Status int
 	Header http.Header
 	Body   string
+	// Apply has the request carried out first, its write included, and
+	// the fault answered instead of the handler's answer: the write
+	// happened and its answer is lost (LostAnswer).
+	Apply bool
+	// Hold, with Apply, answers nothing until the client gives up (its
+	// request times out or is canceled) or the Fake closes.
+	Hold bool
 }
 
 // Issue is a snapshot of one issue (or pull request) held by the fake.
@@ -104,6 +115,12 @@ type Fake struct {
 	rate   rateLimit
 	// rejected counts refused writes by reason (Rejected).
 	rejected map[string]int
+	// endpointFaults are the faults queued per write (FailEndpoint).
+	endpointFaults map[Endpoint][]Fault
+
+	// closing is closed by Close, ending held answers.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 type rateLimit struct {
@@ -154,9 +171,10 @@ type label struct {
 // New starts a fake GitHub on a loopback port. Close stops it.
 func New() *Fake {
 	f := &Fake{
-		clock: clock.RealClock{},
-		repos: map[string]*repo{},
-		rate:  rateLimit{limit: 5000, remaining: 5000},
+		clock:   clock.RealClock{},
+		repos:   map[string]*repo{},
+		rate:    rateLimit{limit: 5000, remaining: 5000},
+		closing: make(chan struct{}),
 	}
 	page := f.Page()
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -172,7 +190,10 @@ func New() *Fake {
 }
 
 // Close stops the server.
-func (f *Fake) Close() { f.srv.Close() }
+func (f *Fake) Close() {
+	f.closeOnce.Do(func() { close(f.closing) })
+	f.srv.Close()
+}
 
 // URL is the server's base URL with a trailing slash, as go-github expects.
 func (f *Fake) URL() string { return f.srv.URL + "/" }
@@ -411,7 +432,8 @@ func (f *Fake) ResetCalls() {
 }
 
 // SetFault installs fn, consulted before each request is handled; a non-nil
-// Fault is answered (and recorded) instead. nil removes it.
+// Fault is answered (and recorded) instead, after carrying the request out
+// when the Fault says Apply. nil removes it.
 func (f *Fake) SetFault(fn func(r *http.Request) *Fault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

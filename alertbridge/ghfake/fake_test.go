@@ -381,3 +381,117 @@ func nilIfEmpty(m map[string]int) map[string]int {
 	}
 	return m
 }
+
+func TestLostAnswersApplyTheWrite(t *testing.T) {
+	graphql := func(f *ghfake.Fake, n int) string {
+		is, _ := f.Issue(repo, n)
+		b, _ := json.Marshal(map[string]any{
+			"query":     `mutation($id: ID!, $comment: String!, $body: String!) { comment: addComment(input: {subjectId: $id, body: $comment}) { clientMutationId } edit: updateIssue(input: {id: $id, body: $body}) { issue { number } } }`,
+			"variables": map[string]any{"id": is.NodeID, "comment": "c", "body": "after"},
+		})
+		return string(b)
+	}
+	for _, tc := range []struct {
+		ep           ghfake.Endpoint
+		method, path string
+		body         func(f *ghfake.Fake, n int) string
+		applied      func(t *testing.T, f *ghfake.Fake, n int)
+	}{
+		{ep: ghfake.EndpointCreateIssue, method: "POST", path: "repos/" + repo + "/issues",
+			body:    func(*ghfake.Fake, int) string { return `{"title":"new","body":"b"}` },
+			applied: func(t *testing.T, f *ghfake.Fake, _ int) { require.Len(t, f.Issues(repo), 2) }},
+		{ep: ghfake.EndpointEditIssue, method: "PATCH", path: "repos/" + repo + "/issues/1",
+			body: func(*ghfake.Fake, int) string { return `{"body":"after","state":"closed"}` },
+			applied: func(t *testing.T, f *ghfake.Fake, n int) {
+				is, _ := f.Issue(repo, n)
+				require.Equal(t, "after", is.Body)
+				require.Equal(t, ghclient.StateClosed, is.State)
+			}},
+		{ep: ghfake.EndpointCreateComment, method: "POST", path: "repos/" + repo + "/issues/1/comments",
+			body:    func(*ghfake.Fake, int) string { return `{"body":"c"}` },
+			applied: func(t *testing.T, f *ghfake.Fake, n int) { require.Equal(t, []string{"c"}, f.Comments(repo, n)) }},
+		{ep: ghfake.EndpointTransition, method: "POST", path: "graphql", body: graphql,
+			applied: func(t *testing.T, f *ghfake.Fake, n int) {
+				is, _ := f.Issue(repo, n)
+				require.Equal(t, "after", is.Body)
+				require.Equal(t, []string{"c"}, f.Comments(repo, n))
+			}},
+	} {
+		t.Run(string(tc.ep)+"/502", func(t *testing.T) {
+			f, _ := newFake(t)
+			n := f.AddIssue(repo, "first", "before")
+			f.LoseAnswers(tc.ep, 1, ghfake.LossBadGateway)
+			a := call(t, tc.method, f.URL()+tc.path, tc.body(f, n))
+			require.Equal(t, http.StatusBadGateway, a.status)
+			require.Contains(t, string(a.body), "<title>502 Bad Gateway</title>", "a proxy's page, no JSON")
+			require.Equal(t, "text/html", a.header.Get("Content-Type"))
+			tc.applied(t, f, n)
+			calls := f.Calls()
+			require.Len(t, calls, 1)
+			require.True(t, calls[0].Lost)
+			require.Equal(t, http.StatusBadGateway, calls[0].Status)
+			require.Zero(t, f.PendingFaults(tc.ep))
+		})
+		t.Run(string(tc.ep)+"/timeout", func(t *testing.T) {
+			f, _ := newFake(t)
+			n := f.AddIssue(repo, "first", "before")
+			f.LoseAnswers(tc.ep, 1, ghfake.LossTimeout)
+			req, err := http.NewRequest(tc.method, f.URL()+tc.path, strings.NewReader(tc.body(f, n)))
+			require.NoError(t, err)
+			_, err = (&http.Client{Timeout: 100 * time.Millisecond}).Do(req)
+			require.Error(t, err, "no answer before the client gives up")
+			tc.applied(t, f, n)
+			calls := f.Calls()
+			require.Len(t, calls, 1)
+			require.True(t, calls[0].Lost)
+			require.Zero(t, calls[0].Status, "no answer was sent")
+		})
+	}
+}
+
+func TestEndpointFaultsQueuePerEndpoint(t *testing.T) {
+	f, _ := newFake(t)
+	n := f.AddIssue(repo, "first", "")
+	f.LoseAnswers(ghfake.EndpointCreateComment, 2, ghfake.LossBadGateway)
+	f.FailEndpoint(ghfake.EndpointCreateComment, 1, ghfake.Fault{Status: http.StatusServiceUnavailable})
+	require.Equal(t, 3, f.PendingFaults(ghfake.EndpointCreateComment))
+
+	// Other requests do not use them.
+	require.Equal(t, http.StatusOK, call(t, "GET", f.URL()+"repos/"+repo+"/issues/1/comments", "").status)
+	require.Equal(t, http.StatusOK, call(t, "PATCH", f.URL()+"repos/"+repo+"/issues/1", `{"body":"x"}`).status)
+	require.Equal(t, http.StatusCreated, call(t, "POST", f.URL()+"repos/"+repo+"/issues", `{"title":"x"}`).status)
+
+	var got []int
+	for range 4 {
+		got = append(got, call(t, "POST", f.URL()+"repos/"+repo+"/issues/1/comments", `{"body":"c"}`).status)
+	}
+	require.Equal(t, []int{502, 502, 503, 201}, got)
+	require.Equal(t, []string{"c", "c", "c"}, f.Comments(repo, n), "a fault without Apply applies nothing")
+
+	// SetFault's function comes first.
+	f.LoseAnswers(ghfake.EndpointCreateComment, 1, ghfake.LossBadGateway)
+	f.FailNext(1, http.StatusInternalServerError, nil)
+	require.Equal(t, 500, call(t, "POST", f.URL()+"repos/"+repo+"/issues/1/comments", `{"body":"d"}`).status)
+	require.Equal(t, 1, f.PendingFaults(ghfake.EndpointCreateComment))
+}
+
+func TestEndpointOf(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		want         ghfake.Endpoint
+	}{
+		{"POST", "/repos/a/b/issues", ghfake.EndpointCreateIssue},
+		{"POST", "/api/v3/repos/a/b/issues", ghfake.EndpointCreateIssue},
+		{"GET", "/repos/a/b/issues", ""},
+		{"PATCH", "/repos/a/b/issues/7", ghfake.EndpointEditIssue},
+		{"POST", "/repos/a/b/issues/7/comments", ghfake.EndpointCreateComment},
+		{"GET", "/repos/a/b/issues/7/comments", ""},
+		{"POST", "/graphql", ghfake.EndpointTransition},
+		{"POST", "/api/graphql", ghfake.EndpointTransition},
+		{"POST", "/repos/a/b/labels", ""},
+	} {
+		r, err := http.NewRequest(tc.method, "http://x"+tc.path, nil)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, ghfake.EndpointOf(r), tc.method+" "+tc.path)
+	}
+}

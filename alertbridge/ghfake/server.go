@@ -117,31 +117,49 @@ func (f *Fake) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	faultFn := f.fault
 	f.mu.Unlock()
-	var resp *response
+	var ft *Fault
 	if faultFn != nil {
-		if ft := faultFn(r); ft != nil {
-			resp = faultResponse(ft)
-		}
+		ft = faultFn(r)
 	}
 
 	f.mu.Lock()
+	if ft == nil {
+		ft = f.takeEndpointFault(r.Method, apiPath)
+	}
+	var resp *response
+	if ft != nil && !ft.Apply {
+		resp = faultResponse(ft)
+	}
 	now := f.clock.Now()
 	consume := resp == nil
 	rateHeader, limited := f.rateHeaders(now, consume && !strings.HasPrefix(apiPath, "/app/"))
 	if resp == nil {
 		resp = f.handle(r, apiPath, prefix, body, now, limited)
 	}
+	lost := ft != nil && ft.Apply
+	held := lost && ft.Hold
+	if lost {
+		// Carried out; the client is answered the fault instead.
+		resp = faultResponse(ft)
+	}
 	for k, v := range rateHeader {
 		if _, ok := resp.header[k]; !ok {
 			resp.header[k] = v
 		}
 	}
+	status := resp.status
+	if held {
+		status = 0
+	}
 	f.calls = append(f.calls, Call{
 		Method: r.Method, Path: apiPath, RawPath: r.URL.Path, Query: r.URL.RawQuery,
-		Header: r.Header.Clone(), Body: body, Status: resp.status, Time: now,
+		Header: r.Header.Clone(), Body: body, Status: status, Time: now, Lost: lost,
 	})
 	requestID := fmt.Sprintf("FAKE:%06X:%04X", len(f.calls), f.nextID)
 	f.mu.Unlock()
+	if held {
+		f.hold(r)
+	}
 
 	h := w.Header()
 	for k, v := range resp.header {
