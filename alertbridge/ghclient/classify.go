@@ -85,6 +85,13 @@ type Decision struct {
 	// GitHub asked for: the retry loop caps it at Options.MaxBackoff and
 	// randomises it so that many callers do not retry in step.
 	Jitter bool
+	// Ambiguous marks a failure after which the request may have been
+	// carried out though no answer said so: a 5xx (a proxy's 502 after
+	// GitHub wrote), a 408, a timeout, or a network error once the
+	// request may have been sent. Before a write that is not idempotent
+	// (a create, a comment) is sent again, the retry loop checks whether
+	// it took effect.
+	Ambiguous bool
 }
 
 // Classify decides what to do after attempt (1 for the first) of a GitHub
@@ -112,9 +119,11 @@ func Classify(resp *http.Response, err error, attempt int, now time.Time) Decisi
 		case errors.As(err, new(*AuthError)):
 			return backoff(ReasonCredentials, attempt)
 		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-			return backoff(ReasonTimeout, attempt)
-		default:
+			return ambiguous(backoff(ReasonTimeout, attempt))
+		case notSent(err):
 			return backoff(ReasonNetwork, attempt)
+		default:
+			return ambiguous(backoff(ReasonNetwork, attempt))
 		}
 	}
 
@@ -142,9 +151,9 @@ func Classify(resp *http.Response, err error, attempt int, now time.Time) Decisi
 	case status == http.StatusConflict:
 		return backoff(ReasonConflict, attempt)
 	case status == http.StatusRequestTimeout:
-		return backoff(ReasonTimeout, attempt)
+		return ambiguous(backoff(ReasonTimeout, attempt))
 	case status >= 500:
-		return backoff(ReasonServerError, attempt)
+		return ambiguous(backoff(ReasonServerError, attempt))
 	case status == http.StatusNotFound:
 		return permanent(ReasonNotFound)
 	case status == http.StatusGone:
@@ -190,6 +199,11 @@ func classifyForbidden(resp *http.Response, err error, attempt int, now time.Tim
 
 func backoff(reason string, attempt int) Decision {
 	return Decision{Retry: true, After: exponential(baseBackoff, attempt, maxClassifiedBackoff), Reason: reason, Jitter: true}
+}
+
+func ambiguous(d Decision) Decision {
+	d.Ambiguous = true
+	return d
 }
 
 func rateLimited(reason string, d time.Duration) Decision {
@@ -279,6 +293,18 @@ func responseOf(err error) *http.Response {
 		return abuse.Response
 	}
 	return nil
+}
+
+// notSent reports a network error that happened before any of the request
+// could reach GitHub: the connection was never made (refused, no route, a
+// name that does not resolve).
+func notSent(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
 }
 
 func isTimeout(err error) bool {

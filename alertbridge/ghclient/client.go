@@ -55,6 +55,12 @@ type NewIssue struct {
 	Body      string
 	Labels    []string
 	Assignees []string
+	// Find, when set, looks for this issue on GitHub among those changed
+	// since since. CreateIssue calls it after an attempt whose answer may
+	// have been lost (a 5xx, a timeout), before filing again: an issue it
+	// finds is returned instead of filing a second one. Without it such a
+	// create is sent again blindly.
+	Find func(ctx context.Context, since time.Time) (Issue, bool, error)
 }
 
 // Edit changes an issue; a nil field is left as it is. It has no
@@ -276,7 +282,21 @@ func (c *client) CreateIssue(ctx context.Context, repo string, in NewIssue) (Iss
 	}
 	req := createRequest(in)
 	var gi *github.Issue
-	err = c.do(ctx, EndpointCreateIssue, repo, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+	var found *Issue
+	var verify verifyFunc
+	if in.Find != nil {
+		verify = func(ctx context.Context, since time.Time) (bool, error) {
+			is, ok, err := in.Find(ctx, since)
+			if err != nil {
+				return false, fmt.Errorf("look for the issue filed: %w", err)
+			}
+			if ok {
+				found = &is
+			}
+			return ok, nil
+		}
+	}
+	err = c.doWrite(ctx, EndpointCreateIssue, repo, verify, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
 		var resp *github.Response
 		var err error
 		gi, resp, err = gh.Issues.Create(ctx, owner, name, req)
@@ -284,6 +304,9 @@ func (c *client) CreateIssue(ctx context.Context, repo string, in NewIssue) (Iss
 	})
 	if err != nil {
 		return Issue{}, fmt.Errorf("create issue %q: %w", in.Title, err)
+	}
+	if found != nil {
+		return *found, nil
 	}
 	return fromGitHub(repo, gi), nil
 }
@@ -313,7 +336,10 @@ func (c *client) CreateComment(ctx context.Context, repo string, number int, bod
 		return err
 	}
 	req := commentRequest(body)
-	err = c.do(ctx, EndpointCreateComment, repo, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+	verify := func(ctx context.Context, since time.Time) (bool, error) {
+		return c.commentMade(ctx, repo, number, body, since)
+	}
+	err = c.doWrite(ctx, EndpointCreateComment, repo, verify, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
 		_, resp, err := gh.Issues.CreateComment(ctx, owner, name, number, req)
 		return resp, err
 	})
@@ -321,6 +347,30 @@ func (c *client) CreateComment(ctx context.Context, repo string, number int, bod
 		return fmt.Errorf("comment on issue #%d: %w", number, err)
 	}
 	return nil
+}
+
+// commentMade reports whether the issue has a comment with body among
+// those changed since since: a comment whose answer was lost, made after
+// all. The bridge's comments end with a transition mark unique to the
+// journal entry, so an equal body is that comment.
+func (c *client) commentMade(ctx context.Context, repo string, number int, body string, since time.Time) (bool, error) {
+	comments, err := c.ListComments(ctx, repo, number, since)
+	if err != nil {
+		return false, fmt.Errorf("look for the comment made: %w", err)
+	}
+	want := normalizeComment(body)
+	for _, cm := range comments {
+		if normalizeComment(cm.Body) == want {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// normalizeComment is a body as compared with what GitHub gives back: line
+// endings and surrounding space aside.
+func normalizeComment(s string) string {
+	return strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n"))
 }
 
 func (c *client) ListComments(ctx context.Context, repo string, number int, since time.Time) ([]Comment, error) {

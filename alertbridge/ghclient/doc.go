@@ -20,6 +20,13 @@
 //     network errors, rate limits) is retried until it does or the caller's
 //     context ends, in which case the context's error is returned and the
 //     caller keeps its work queued.
+//   - A write that is not idempotent (a create, a comment, a transition's
+//     comment) is never sent again while it may already have happened:
+//     after an answer that may have been lost (a 5xx, a 408, a timeout or a
+//     network error once the request was sent) the issue's comments are
+//     looked through for it, or the caller's NewIssue.Find for the issue,
+//     before the retry. Edits of body and state are idempotent and are
+//     simply sent again.
 //   - Rate limits are waited out as GitHub asks (Retry-After, then
 //     X-RateLimit-Reset), and while one is being waited out no other call
 //     from the same Client is sent.

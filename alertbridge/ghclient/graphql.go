@@ -23,7 +23,10 @@ const EndpointTransition = "graphql.transition"
 // it and before the edit, the edit's marker does not yet say the transition
 // was applied, and the bridge's replay finds the comment by its transition
 // mark instead of posting it again. A retry after an answer that shows the
-// comment was made leaves the comment out.
+// comment was made leaves the comment out; so does one after an answer that
+// may have been lost (a 5xx, a timeout) once the comment is found among the
+// issue's comments. The edit and the close or reopen are idempotent and are
+// sent again.
 //
 // nodeID is the issue's GraphQL node ID (Issue.NodeID). GitHub Enterprise
 // serves GraphQL at /api/graphql beside /api/v3/.
@@ -40,9 +43,33 @@ func (c *client) Transition(ctx context.Context, repo string, number int, nodeID
 		return Issue{}, &PermanentError{Endpoint: EndpointTransition, Repo: repo, Reason: "bad_request",
 			Err: fmt.Errorf("transition of issue #%d: a title or labels are edited with EditIssue", number)}
 	}
+	if comment != "" && e.Body == nil && e.State == nil {
+		// Without an edit there is nothing to send once the comment
+		// turns out to be made, and no issue to answer with.
+		return Issue{}, &PermanentError{Endpoint: EndpointTransition, Repo: repo, Reason: "bad_request",
+			Err: fmt.Errorf("transition of issue #%d: a comment alone is CreateComment", number)}
+	}
 	endpoint := c.graphqlURL()
 	var out graphqlResponse
-	err := c.do(ctx, EndpointTransition, repo, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+	// After an answer that may have been lost, the comment is looked for
+	// by its body before the mutations are sent again; found, it is left
+	// out, and the edit, idempotent, is sent again all the same.
+	verify := func(ctx context.Context, since time.Time) (bool, error) {
+		if comment == "" || out.Data.Comment != nil {
+			return false, nil
+		}
+		made, err := c.commentMade(ctx, repo, number, comment, since)
+		if err != nil {
+			return false, err
+		}
+		if made {
+			c.log.Info("The transition's comment was made; sending the rest of the transition without it",
+				"repo", repo, "issue", number)
+			comment = ""
+		}
+		return false, nil
+	}
+	err := c.doWrite(ctx, EndpointTransition, repo, verify, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
 		if out.Data.Comment != nil {
 			comment = "" // made by an earlier attempt
 		}

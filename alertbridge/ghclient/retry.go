@@ -41,13 +41,38 @@ type endpointKey struct{}
 // attemptFunc makes one go-github call.
 type attemptFunc func(ctx context.Context, gh *github.Client) (*github.Response, error)
 
+// verifyFunc says whether a write whose answer was lost took effect after
+// all, from what GitHub holds since since (the write's first attempt, less
+// lostAnswerSkew). done ends the call as a success: the write is not sent
+// again. It may also change what the next attempt sends (a transition
+// leaves out a comment already made).
+type verifyFunc func(ctx context.Context, since time.Time) (done bool, err error)
+
+// lostAnswerSkew is how far before a write's first attempt the check for
+// it looks: GitHub's clock and this machine's may differ.
+const lostAnswerSkew = 5 * time.Minute
+
 // do runs call until it succeeds, fails permanently or ctx ends, waiting
-// between attempts as Classify decides. This is the only retry loop.
+// between attempts as Classify decides. It is for reads and idempotent
+// writes, which are simply sent again.
 func (c *client) do(ctx context.Context, endpoint, repo string, call attemptFunc) error {
+	return c.doWrite(ctx, endpoint, repo, nil, call)
+}
+
+// doWrite is do for a write that must not happen twice: after a failure
+// whose answer may have been lost (Decision.Ambiguous: a 5xx, a 408, a
+// timeout or a network error once the request was sent), and before the
+// write is sent again, verify (when not nil) checks whether it took effect.
+// This is the only retry loop.
+func (c *client) doWrite(ctx context.Context, endpoint, repo string, verify verifyFunc, call attemptFunc) error {
 	ctx = context.WithValue(ctx, endpointKey{}, endpoint)
+	var first time.Time
 	for attempt := 1; ; attempt++ {
 		if err := c.waitRateLimit(ctx, endpoint, repo); err != nil {
 			return fmt.Errorf("github %s %s: %w", endpoint, repo, err)
+		}
+		if attempt == 1 {
+			first = c.clock.Now()
 		}
 		actx, cancel := context.WithTimeout(ctx, c.timeout)
 		resp, err := call(actx, c.github())
@@ -91,6 +116,22 @@ func (c *client) do(ctx context.Context, endpoint, repo string, call attemptFunc
 			"status", statusLabel(status), "reason", d.Reason, "wait", wait, "attempt", attempt, "err", err.Error())
 		if err := c.sleep(ctx, wait); err != nil {
 			return fmt.Errorf("github %s %s: waiting to retry after %s: %w", endpoint, repo, d.Reason, err)
+		}
+		if !d.Ambiguous || verify == nil {
+			continue
+		}
+		c.log.Warn("GitHub answer lost; checking whether the write happened", "endpoint", endpoint, "repo", repo,
+			"status", statusLabel(status), "reason", d.Reason, "attempt", attempt)
+		done, err := verify(ctx, first.Add(-lostAnswerSkew))
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("github %s %s: %w", endpoint, repo, ctx.Err())
+			}
+			return fmt.Errorf("github %s %s: checking whether a write whose answer was lost happened: %w", endpoint, repo, err)
+		}
+		if done {
+			c.log.Info("GitHub had carried out the write; not sending it again", "endpoint", endpoint, "repo", repo, "attempt", attempt)
+			return nil
 		}
 	}
 }
