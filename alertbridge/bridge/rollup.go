@@ -201,6 +201,9 @@ func (b *Bridge) syncRollup(ctx context.Context, r *rollup) error {
 			Title:  render.RollupTitle(r.repo, st.Members[0].Since),
 			Body:   body,
 			Labels: render.RollupLabels(b.cfg.IdentityLabel),
+			Find: b.findFiled(r.repo, func(key string, _ marker.State, is ghclient.Issue) bool {
+				return key == marker.RollupKey && is.State == ghclient.StateOpen
+			}),
 		})
 		if err != nil {
 			return fmt.Errorf("create roll-up issue in %s: %w", r.repo, err)

@@ -149,7 +149,10 @@ func (b *Bridge) create(ctx context.Context, log *slog.Logger, j job, id string,
 	}
 	repo := iss.Repo.String()
 	log.Info("Filing issue", "repo", repo, "title", iss.Title, "links", act.LinkTo)
-	is, err := b.gh.CreateIssue(ctx, repo, ghclient.NewIssue{Title: iss.Title, Body: body, Labels: iss.Labels, Assignees: iss.Assignees})
+	is, err := b.gh.CreateIssue(ctx, repo, ghclient.NewIssue{Title: iss.Title, Body: body, Labels: iss.Labels, Assignees: iss.Assignees,
+		Find: b.findFiled(repo, func(key string, st marker.State, _ ghclient.Issue) bool {
+			return key == iss.KeyHash && st.Applied == id
+		})})
 	if err != nil {
 		return fmt.Errorf("create issue in %s: %w", repo, err)
 	}
@@ -294,8 +297,31 @@ func (b *Bridge) follow(ctx context.Context, log *slog.Logger, cur *tracked, is 
 	return edited
 }
 
+// findFiled is a create's ghclient.NewIssue.Find: after an answer that may
+// have been lost, it lists the repository's issues with the identity label
+// changed since since (the list API, consistent at once) and picks the one
+// whose marker filed matches (for a group: its key and this journal entry,
+// so an older issue of the group is never taken for it).
+func (b *Bridge) findFiled(repo string, filed func(key string, st marker.State, is ghclient.Issue) bool) func(context.Context, time.Time) (ghclient.Issue, bool, error) {
+	return func(ctx context.Context, since time.Time) (ghclient.Issue, bool, error) {
+		issues, err := b.gh.ListIssues(ctx, repo, b.cfg.IdentityLabel, since)
+		if err != nil {
+			return ghclient.Issue{}, false, fmt.Errorf("list the issues of %s changed since %s: %w", repo, since.UTC().Format(time.RFC3339), err)
+		}
+		for _, is := range issues {
+			key, st, ok, err := marker.Parse(is.Body)
+			if ok && err == nil && filed(key, st, is) {
+				return is, true, nil
+			}
+		}
+		return ghclient.Issue{}, false, nil
+	}
+}
+
 // commentPosted looks for the transition mark of entry e among the comments
-// made since it was received.
+// made since it was received. Only a recovered entry needs it: within one
+// process the client itself looks for a comment whose answer was lost
+// before it sends it again.
 func (b *Bridge) commentPosted(ctx context.Context, cur *tracked, e journalEntry) (bool, error) {
 	comments, err := b.gh.ListComments(ctx, cur.repo, cur.number, e.Received.Add(-time.Minute))
 	if err != nil {
