@@ -25,7 +25,7 @@ import (
 func main() {
 	var o controller.ManagerOptions
 	var logLevel, tokenFile, slackURL string
-	var stackHealth bool
+	var stackHealth, detectors bool
 	var sh stackhealth.Options
 	var dg evidence.Options
 	fs := flag.CommandLine
@@ -47,6 +47,9 @@ func main() {
 	fs.DurationVar(&sh.Settings.MIGPendingAfter, "stack-mig-pending-after", stackhealth.DefaultMIGPendingAfter, "how long the MIG manager may stay pending or rebooting on one configuration before MIGConfigFailed is True")
 	fs.IntVar(&sh.Settings.ExpectedGPUs, "stack-expected-gpus", 0, "GPUs per node when neither the GPU detector nor GPU feature discovery gives a count; 0: none")
 	fs.DurationVar(&sh.Period, "stack-period", stackhealth.DefaultPeriod, "how often each GPU node's stack health is checked again")
+	fs.BoolVar(&detectors, "stack-detectors", true, "with --stack-health: report GPU nodes whose kubemedic detectors do not report (kubemedic_remediation_node_detectors_missing): no Ready detector pod, none of their conditions, or stale heartbeats")
+	fs.StringVar(&sh.DetectorSelector, "stack-detector-selector", stackhealth.DefaultDetectorSelector, "label selector of node-problem-detector's DaemonSet pods, which run kubemedic's detectors")
+	fs.DurationVar(&sh.Settings.DetectorStaleAfter, "stack-detector-stale-after", stackhealth.DefaultDetectorStaleAfter, "how old a detector condition's lastHeartbeatTime may be before the node's detectors count as not reporting; at least node-problem-detector's --k8s-exporter-heartbeat-period")
 	fs.StringVar(&dg.Store.Endpoint, "diagnostics-endpoint", "", "S3-compatible store (host:port) for the diagnostics bundles that capture pods take before a repair; empty: bundles stay in each node's spool ("+diagnostics.SpoolDir+")")
 	fs.StringVar(&dg.Store.Bucket, "diagnostics-bucket", "kubemedic-diagnostics", "bucket of the diagnostics bundles; it stays private, links are presigned")
 	fs.StringVar(&dg.Store.Region, "diagnostics-region", "", "region of the bucket; empty: asked of the store")
@@ -69,6 +72,7 @@ func main() {
 	}
 	ctrl.SetLogger(zap.New(zap.Level(level)))
 	if stackHealth {
+		sh.SkipDetectors = !detectors
 		o.StackHealth = &sh
 	}
 	log := ctrl.Log.WithName("kubemedic-remediator")

@@ -13,6 +13,7 @@ import (
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/devicetaint"
 	"github.com/kubemedic/kubemedic/remediator/plan"
+	"github.com/kubemedic/kubemedic/remediator/stackhealth"
 )
 
 // Metrics are the remediator's Prometheus metrics. Counts of objects are
@@ -25,6 +26,8 @@ type Metrics struct {
 	captures        *prometheus.CounterVec
 	ruleChecks      *prometheus.CounterVec
 	objects         *objectCollector
+	// stack are the GPU stack health checks' (see Options.StackHealth).
+	stack *stackhealth.Metrics
 }
 
 // Results of a Slack message to the owner of a pod a drain stopped, the
@@ -74,6 +77,7 @@ func NewMetrics(reader client.Reader) *Metrics {
 				"For each node kubemedic is repairing or failed to repair, by state: active, when the newest repair in progress on the node started; failed, when the node's newest finished operation ended, if it Failed. Repairs are the operations of a policy, not manual ones or a quarantine; a node with neither state has no series.",
 				[]string{"node", "state"}, nil),
 		},
+		stack: stackhealth.NewMetrics(),
 	}
 }
 
@@ -86,7 +90,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		m.ruleChecks.WithLabelValues(v.String())
 	}
 	m.ruleChecks.WithLabelValues(ruleCheckError)
-	for _, c := range []prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.ruleChecks, m.objects} {
+	for _, c := range append([]prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.ruleChecks, m.objects}, m.stack.Collectors()...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}

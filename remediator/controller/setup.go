@@ -178,6 +178,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		if sh.Clock == nil {
 			sh.Clock = opts.Clock
 		}
+		if sh.Metrics == nil {
+			sh.Metrics = m.stack
+		}
 		if err := stackhealth.Setup(mgr, sh); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package stackhealth
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -45,6 +46,10 @@ type Settings struct {
 	// MIGPendingAfter is how long the MIG manager may stay pending or
 	// rebooting on one desired configuration.
 	MIGPendingAfter time.Duration
+	// DetectorStaleAfter is how old a detector condition's
+	// lastHeartbeatTime may be before the detectors count as not
+	// reporting (CheckDetectors).
+	DetectorStaleAfter time.Duration
 }
 
 // IsGPUNode says whether the checks apply to node: GPU feature discovery
@@ -397,4 +402,69 @@ func CheckMIG(node *corev1.Node, pendingSince time.Time, s Settings, now time.Ti
 	}
 	return condition(t, v1alpha1.ReasonStackEvidenceMissing, corev1.ConditionUnknown,
 		"%s=%q: unknown state", LabelMIGConfigState, state), true
+}
+
+// ---- detectors ----
+
+// Values of kubemedic_remediation_node_detectors_missing's reason label,
+// in the order CheckDetectors tries them: the first that holds is the one
+// reported.
+const (
+	// DetectorsNoPod: no Ready detector pod on the node.
+	DetectorsNoPod = "no-detector-pod"
+	// DetectorsNoConditions: none of the detectors' conditions on the node.
+	DetectorsNoConditions = "no-conditions"
+	// DetectorsStaleHeartbeat: a detector condition's lastHeartbeatTime is
+	// older than Settings.DetectorStaleAfter.
+	DetectorsStaleHeartbeat = "stale-heartbeat"
+)
+
+// DetectorConditions are the node conditions kubemedic's detectors set
+// through node-problem-detector, sorted.
+var DetectorConditions = slices.Sorted(maps.Keys(v1alpha1.ConditionReasons))
+
+// CheckDetectors says whether kubemedic's detectors report on node: pods
+// are the detector pods on the node (node-problem-detector's DaemonSet),
+// terminating ones included. It returns reason "" when a detector pod is
+// Ready and the node carries detector conditions whose heartbeats are all
+// newer than s.DetectorStaleAfter; else the first reason that holds of
+// DetectorsNoPod, DetectorsNoConditions, DetectorsStaleHeartbeat, and a
+// message naming the evidence. A heartbeat that is not set is stale; one
+// in the future (the node's clock ahead) is not. It never says more than
+// that the evidence is missing: the conditions the node carries stay what
+// they are.
+func CheckDetectors(node *corev1.Node, pods []corev1.Pod, s Settings, now time.Time) (reason, message string) {
+	ready := slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.DeletionTimestamp == nil && podReady(&p) })
+	if !ready {
+		if len(pods) == 0 {
+			return DetectorsNoPod, "no detector pod on the node"
+		}
+		names := make([]string, 0, len(pods))
+		for _, p := range pods {
+			names = append(names, p.Namespace+"/"+p.Name)
+		}
+		slices.Sort(names)
+		return DetectorsNoPod, fmt.Sprintf("no Ready detector pod on the node: %s", strings.Join(names, ", "))
+	}
+	var stale []string
+	found := 0
+	for _, t := range DetectorConditions {
+		c := findCondition(node, t)
+		if c == nil {
+			continue
+		}
+		found++
+		if c.LastHeartbeatTime.IsZero() {
+			stale = append(stale, t+" without a heartbeat")
+		} else if now.Sub(c.LastHeartbeatTime.Time) > s.DetectorStaleAfter {
+			stale = append(stale, fmt.Sprintf("%s heartbeat %s", t, stamp(c.LastHeartbeatTime.Time)))
+		}
+	}
+	switch {
+	case found == 0:
+		return DetectorsNoConditions, fmt.Sprintf("none of the detector conditions (%s) on the node", strings.Join(DetectorConditions, ", "))
+	case len(stale) > 0:
+		return DetectorsStaleHeartbeat, fmt.Sprintf("%s: older than %s", strings.Join(stale, ", "), s.DetectorStaleAfter)
+	}
+	return "", fmt.Sprintf("%d of %d detector conditions, heartbeats within %s", found, len(DetectorConditions), s.DetectorStaleAfter)
 }

@@ -295,3 +295,98 @@ func TestCheckMIG(t *testing.T) {
 		})
 	}
 }
+
+// detectorCond is a detector condition node-problem-detector last wrote
+// ago before now; ago < 0: without a heartbeat.
+func detectorCond(t string, ago time.Duration) nodeOpt {
+	return func(n *corev1.Node) {
+		c := corev1.NodeCondition{Type: corev1.NodeConditionType(t), Status: corev1.ConditionFalse, Reason: v1alpha1.DetectReason}
+		if ago >= 0 {
+			c.LastHeartbeatTime = metav1.NewTime(now.Add(-ago))
+		}
+		n.Status.Conditions = append(n.Status.Conditions, c)
+	}
+}
+
+// allDetectorConds are the seven conditions of deploy/npd, written ago.
+func allDetectorConds(ago time.Duration) nodeOpt {
+	return func(n *corev1.Node) {
+		for _, t := range DetectorConditions {
+			detectorCond(t, ago)(n)
+		}
+	}
+}
+
+func TestCheckDetectors(t *testing.T) {
+	s := Settings{DetectorStaleAfter: 8 * time.Minute}
+	npd := mkPod("kubemedic-npd-x1", ready(corev1.ConditionTrue, time.Hour))
+	notReady := mkPod("kubemedic-npd-x1", ready(corev1.ConditionFalse, time.Minute), crashLoop)
+	leaving := mkPod("kubemedic-npd-x1", ready(corev1.ConditionTrue, time.Hour), deleting(time.Second))
+	for _, tc := range []struct {
+		desc    string
+		node    *corev1.Node
+		pods    []corev1.Pod
+		reason  string
+		message string
+	}{
+		{desc: "Ready pod, fresh heartbeats", node: mkNode(allDetectorConds(time.Minute)), pods: []corev1.Pod{npd},
+			message: "7 of 7 detector conditions, heartbeats within 8m0s"},
+		{desc: "heartbeat a whole NPD heartbeat period old is fresh", node: mkNode(allDetectorConds(DetectorHeartbeatPeriod + time.Second)), pods: []corev1.Pod{npd},
+			message: "7 of 7 detector conditions, heartbeats within 8m0s"},
+		{desc: "heartbeat exactly at the threshold is fresh", node: mkNode(allDetectorConds(8 * time.Minute)), pods: []corev1.Pod{npd},
+			message: "7 of 7 detector conditions, heartbeats within 8m0s"},
+		{desc: "heartbeat in the future (node clock ahead) is fresh", node: mkNode(func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: v1alpha1.ConditionGPULost, Status: corev1.ConditionFalse,
+				LastHeartbeatTime: metav1.NewTime(now.Add(time.Hour))})
+		}), pods: []corev1.Pod{npd},
+			message: "1 of 7 detector conditions, heartbeats within 8m0s"},
+		{desc: "no heartbeat anywhere", node: mkNode(allDetectorConds(-1)), pods: []corev1.Pod{npd},
+			reason: DetectorsStaleHeartbeat, message: "GPULost without a heartbeat, GPUMemoryUnhealthy without a heartbeat, GPURecoveryRequired without a heartbeat, GPUXidError without a heartbeat, NFSMountUnhealthy without a heartbeat, NetworkInterfaceDown without a heartbeat, PodProcessesStuck without a heartbeat: older than 8m0s"},
+		{desc: "no pod at all", node: mkNode(allDetectorConds(time.Minute)),
+			reason: DetectorsNoPod, message: "no detector pod on the node"},
+		{desc: "pod crash-looping: not Ready", node: mkNode(allDetectorConds(time.Minute)), pods: []corev1.Pod{notReady},
+			reason: DetectorsNoPod, message: "no Ready detector pod on the node: gpu-operator/kubemedic-npd-x1"},
+		{desc: "terminating pod does not count", node: mkNode(allDetectorConds(time.Minute)), pods: []corev1.Pod{leaving},
+			reason: DetectorsNoPod, message: "no Ready detector pod on the node: gpu-operator/kubemedic-npd-x1"},
+		{desc: "a Ready pod beside a terminating one", node: mkNode(allDetectorConds(time.Minute)), pods: []corev1.Pod{leaving, npd}},
+		{desc: "no pod wins over missing conditions", node: mkNode(),
+			reason: DetectorsNoPod, message: "no detector pod on the node"},
+		{desc: "pod but no conditions", node: mkNode(), pods: []corev1.Pod{npd},
+			reason: DetectorsNoConditions, message: "none of the detector conditions (GPULost, GPUMemoryUnhealthy, GPURecoveryRequired, GPUXidError, NFSMountUnhealthy, NetworkInterfaceDown, PodProcessesStuck) on the node"},
+		{desc: "only other conditions are no conditions",
+			node: mkNode(detectorCond(string(corev1.NodeReady), 0), detectorCond(v1alpha1.ConditionGPUStackPodNotReady, 0)), pods: []corev1.Pod{npd},
+			reason: DetectorsNoConditions, message: "none of the detector conditions (GPULost, GPUMemoryUnhealthy, GPURecoveryRequired, GPUXidError, NFSMountUnhealthy, NetworkInterfaceDown, PodProcessesStuck) on the node"},
+		{desc: "one condition is enough", node: mkNode(detectorCond(v1alpha1.ConditionGPULost, time.Minute)), pods: []corev1.Pod{npd},
+			message: "1 of 7 detector conditions, heartbeats within 8m0s"},
+		{desc: "all stale", node: mkNode(detectorCond(v1alpha1.ConditionGPULost, 9*time.Minute), detectorCond(v1alpha1.ConditionGPUXidError, 9*time.Minute)), pods: []corev1.Pod{npd},
+			reason: DetectorsStaleHeartbeat, message: "GPULost heartbeat 2026-11-25T11:51:00Z, GPUXidError heartbeat 2026-11-25T11:51:00Z: older than 8m0s"},
+		{desc: "one monitor's condition left behind", node: mkNode(allDetectorConds(time.Minute), func(n *corev1.Node) {
+			c := findCondition(n, v1alpha1.ConditionNFSMountUnhealthy)
+			c.LastHeartbeatTime = metav1.NewTime(now.Add(-24 * time.Hour))
+		}), pods: []corev1.Pod{npd},
+			reason: DetectorsStaleHeartbeat, message: "NFSMountUnhealthy heartbeat 2026-11-24T12:00:00Z: older than 8m0s"},
+		{desc: "a condition without a heartbeat is stale", node: mkNode(detectorCond(v1alpha1.ConditionGPULost, time.Minute), detectorCond(v1alpha1.ConditionGPUXidError, -1)), pods: []corev1.Pod{npd},
+			reason: DetectorsStaleHeartbeat, message: "GPUXidError without a heartbeat: older than 8m0s"},
+		{desc: "a True condition with a stale heartbeat is stale too", node: mkNode(func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: v1alpha1.ConditionGPULost, Status: corev1.ConditionTrue,
+				LastHeartbeatTime: metav1.NewTime(now.Add(-time.Hour))})
+		}), pods: []corev1.Pod{npd},
+			reason: DetectorsStaleHeartbeat, message: "GPULost heartbeat 2026-11-25T11:00:00Z: older than 8m0s"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			reason, msg := CheckDetectors(tc.node, tc.pods, s, now)
+			require.Equal(t, tc.reason, reason, msg)
+			if tc.message != "" {
+				require.Equal(t, tc.message, msg)
+			}
+		})
+	}
+}
+
+// TestDetectorConditions pins the list the check reads to
+// the conditions the detectors set.
+func TestDetectorConditions(t *testing.T) {
+	require.Equal(t, []string{v1alpha1.ConditionGPULost, v1alpha1.ConditionGPUMemoryUnhealthy, v1alpha1.ConditionGPURecoveryRequired,
+		v1alpha1.ConditionGPUXidError, v1alpha1.ConditionNFSMountUnhealthy, v1alpha1.ConditionNetworkInterfaceDown, v1alpha1.ConditionPodProcessesStuck},
+		DetectorConditions)
+}

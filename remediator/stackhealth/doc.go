@@ -4,6 +4,10 @@
 // stuck terminating and the MIG manager's state. It sets one node condition
 // per check (policies/v1alpha1 stack_conditions.go) on GPU nodes only, so
 // that RemediationPolicies can act on them like on the detectors' ones.
+// It also reports, as the metric kubemedic_remediation_node_detectors_missing
+// and never as a condition, GPU nodes whose detectors do not report: no
+// Ready node-problem-detector pod, none of the detectors' conditions, or
+// their heartbeats stale (CheckDetectors).
 //
 // The checks are pure functions of (node, pods, settings, now) in
 // checks.go; the reconciler only reads, calls them and writes the

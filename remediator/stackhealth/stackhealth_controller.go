@@ -46,6 +46,22 @@ const (
 	// clients, repartition and, where needed, reboot the node.
 	DefaultMIGPendingAfter = 30 * time.Minute
 	DefaultPeriod          = 30 * time.Second
+	// DefaultDetectorSelector selects the pods of deploy/npd's DaemonSet,
+	// node-problem-detector running kubemedic-detect.
+	DefaultDetectorSelector = "app.kubernetes.io/name=kubemedic-npd"
+	// DetectorHeartbeatPeriod is how often node-problem-detector rewrites
+	// its conditions, with a new lastHeartbeatTime, while none changes:
+	// its --k8s-exporter-heartbeat-period, whose default deploy/npd keeps.
+	// A change of any condition rewrites them all at once too.
+	DetectorHeartbeatPeriod = 5 * time.Minute
+	// DetectorCheckInterval is the longest invoke_interval of deploy/npd's
+	// monitors (gpu, gpu-memory, gpu-recovery, dstate).
+	DetectorCheckInterval = time.Minute
+	// DefaultDetectorStaleAfter: a heartbeat is stale when it is older
+	// than node-problem-detector's heartbeat period plus three of its
+	// check intervals. A healthy NPD is never more than a period behind;
+	// the three intervals leave it room for a restart or a retried write.
+	DefaultDetectorStaleAfter = DetectorHeartbeatPeriod + 3*DetectorCheckInterval
 )
 
 // Options configures the stack health checks.
@@ -53,6 +69,17 @@ type Options struct {
 	// DevicePluginSelector and DCGMExporterSelector select the pods of the
 	// two DaemonSets (labels.Parse syntax); empty is the default.
 	DevicePluginSelector, DCGMExporterSelector string
+	// DetectorSelector selects node-problem-detector's DaemonSet pods,
+	// which run kubemedic's detectors; empty is the default.
+	DetectorSelector string
+	// SkipDetectors turns the detector check off: no node gets a
+	// kubemedic_remediation_node_detectors_missing series. For clusters
+	// where the detectors do not run as pods (the demo runs NPD as
+	// processes).
+	SkipDetectors bool
+	// Metrics receive the detector check's verdicts; nil: metrics of
+	// their own, registered nowhere.
+	Metrics *Metrics
 	// Settings are the checks' thresholds; zero durations are the defaults.
 	Settings Settings
 	// Period is how often each GPU node is checked again; zero is
@@ -64,21 +91,30 @@ type Options struct {
 	Clock clock.PassiveClock
 }
 
-func (o *Options) complete() (devicePlugin, dcgm labels.Selector, err error) {
+// selectors are the parsed pod selectors of Options.
+type selectors struct{ devicePlugin, dcgmExporter, detector labels.Selector }
+
+func (o *Options) complete() (sel selectors, err error) {
 	if o.DevicePluginSelector == "" {
 		o.DevicePluginSelector = DefaultDevicePluginSelector
 	}
 	if o.DCGMExporterSelector == "" {
 		o.DCGMExporterSelector = DefaultDCGMExporterSelector
 	}
-	if devicePlugin, err = labels.Parse(o.DevicePluginSelector); err != nil {
-		return nil, nil, fmt.Errorf("device plugin pod selector %q: %w", o.DevicePluginSelector, err)
+	if o.DetectorSelector == "" {
+		o.DetectorSelector = DefaultDetectorSelector
 	}
-	if dcgm, err = labels.Parse(o.DCGMExporterSelector); err != nil {
-		return nil, nil, fmt.Errorf("dcgm-exporter pod selector %q: %w", o.DCGMExporterSelector, err)
+	if sel.devicePlugin, err = labels.Parse(o.DevicePluginSelector); err != nil {
+		return sel, fmt.Errorf("device plugin pod selector %q: %w", o.DevicePluginSelector, err)
 	}
-	if devicePlugin.Empty() || dcgm.Empty() {
-		return nil, nil, fmt.Errorf("stack pod selectors must select something: %q, %q", o.DevicePluginSelector, o.DCGMExporterSelector)
+	if sel.dcgmExporter, err = labels.Parse(o.DCGMExporterSelector); err != nil {
+		return sel, fmt.Errorf("dcgm-exporter pod selector %q: %w", o.DCGMExporterSelector, err)
+	}
+	if sel.detector, err = labels.Parse(o.DetectorSelector); err != nil {
+		return sel, fmt.Errorf("detector pod selector %q: %w", o.DetectorSelector, err)
+	}
+	if sel.devicePlugin.Empty() || sel.dcgmExporter.Empty() || sel.detector.Empty() {
+		return sel, fmt.Errorf("stack pod selectors must select something: %q, %q, %q", o.DevicePluginSelector, o.DCGMExporterSelector, o.DetectorSelector)
 	}
 	s := &o.Settings
 	if s.PodNotReadyAfter == 0 {
@@ -90,8 +126,11 @@ func (o *Options) complete() (devicePlugin, dcgm labels.Selector, err error) {
 	if s.MIGPendingAfter == 0 {
 		s.MIGPendingAfter = DefaultMIGPendingAfter
 	}
-	if s.ExpectedGPUs < 0 || s.PodNotReadyAfter < 0 || s.TerminatingAfter < 0 || s.MIGPendingAfter < 0 || o.Period < 0 {
-		return nil, nil, fmt.Errorf("stack health: negative count or duration")
+	if s.DetectorStaleAfter == 0 {
+		s.DetectorStaleAfter = DefaultDetectorStaleAfter
+	}
+	if s.ExpectedGPUs < 0 || s.PodNotReadyAfter < 0 || s.TerminatingAfter < 0 || s.MIGPendingAfter < 0 || s.DetectorStaleAfter < 0 || o.Period < 0 {
+		return sel, fmt.Errorf("stack health: negative count or duration")
 	}
 	if o.Period == 0 {
 		o.Period = DefaultPeriod
@@ -99,7 +138,10 @@ func (o *Options) complete() (devicePlugin, dcgm labels.Selector, err error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	return devicePlugin, dcgm, nil
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics()
+	}
+	return sel, nil
 }
 
 // Setup registers the stack health reconciler with mgr. A selector that
@@ -121,15 +163,19 @@ func Setup(mgr ctrl.Manager, o Options) error {
 // NewReconciler returns the reconciler: c reads nodes (from the cache) and
 // patches their status; reader lists pods from the API server.
 func NewReconciler(c client.Client, reader client.Reader, o Options) (*Reconciler, error) {
-	dp, dcgm, err := o.complete()
+	sel, err := o.complete()
 	if err != nil {
 		return nil, err
 	}
-	return &Reconciler{
-		Client: c, Reader: reader, Clock: o.Clock, Settings: o.Settings, Period: o.Period,
-		devicePlugin: dp, dcgmExporter: dcgm,
+	r := &Reconciler{
+		Client: c, Reader: reader, Clock: o.Clock, Settings: o.Settings, Period: o.Period, Metrics: o.Metrics,
+		devicePlugin: sel.devicePlugin, dcgmExporter: sel.dcgmExporter,
 		since: map[sinceKey]time.Time{}, notDeployed: map[string]time.Time{},
-	}, nil
+	}
+	if !o.SkipDetectors {
+		r.detector = sel.detector
+	}
+	return r, nil
 }
 
 // Reconciler sets the stack health conditions of one GPU node per pass.
@@ -139,8 +185,12 @@ type Reconciler struct {
 	Clock    clock.PassiveClock
 	Settings Settings
 	Period   time.Duration
+	// Metrics receive the detector check's verdicts.
+	Metrics *Metrics
 
 	devicePlugin, dcgmExporter labels.Selector
+	// detector selects the detector pods; nil when the check is off.
+	detector labels.Selector
 
 	// mu guards since: when a state without a timestamp of its own (a
 	// stack pod missing, a MIG configuration pending) was first seen, by
@@ -163,12 +213,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, &node); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.Name, nil)
+			r.Metrics.setDetectors(req.Name, "")
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("get node %s: %w", req.Name, err)
 	}
 	if !IsGPUNode(&node) {
 		r.forget(node.Name, nil)
+		r.Metrics.setDetectors(node.Name, "")
 		return reconcile.Result{}, nil
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("node", klog.KObj(&node)))
@@ -232,6 +284,7 @@ func (r *Reconciler) check(ctx context.Context, node *corev1.Node) ([]corev1.Nod
 		comps = append(comps, comp)
 	}
 	conds = append(conds, CheckStackPods(comps, r.Settings, now), CheckTerminating(pods.Items, r.Settings, now))
+	r.reportDetectors(ctx, node, pods.Items, now)
 
 	// The MIG manager's labels say pending but not since when: the timer
 	// is this process's first sight of the node pending on this desired
@@ -255,6 +308,32 @@ func (r *Reconciler) check(ctx context.Context, node *corev1.Node) ([]corev1.Nod
 			"no %s or %s label: the node does not use MIG", LabelMIGConfig, LabelMIGConfigState))
 	}
 	return conds, nil
+}
+
+// reportDetectors runs the detector check on node and its pods and sets
+// the node's kubemedic_remediation_node_detectors_missing series, logging
+// when its verdict changes. The verdict is no condition: node-problem-
+// detector owns the detectors' conditions, and the check only says that
+// they are missing or stale.
+func (r *Reconciler) reportDetectors(ctx context.Context, node *corev1.Node, pods []corev1.Pod, now time.Time) {
+	if r.detector == nil {
+		return
+	}
+	var mine []corev1.Pod
+	for _, p := range pods {
+		if r.detector.Matches(labels.Set(p.Labels)) {
+			mine = append(mine, p)
+		}
+	}
+	reason, msg := CheckDetectors(node, mine, r.Settings, now)
+	old, changed := r.Metrics.setDetectors(node.Name, reason)
+	switch {
+	case !changed:
+	case reason != "":
+		log.FromContext(ctx).Info("Detectors not reporting on GPU node", "reason", reason, "message", msg, "selector", r.detector.String())
+	default:
+		log.FromContext(ctx).Info("Detectors reporting again on GPU node", "was", old, "message", msg)
+	}
 }
 
 // deployed says whether any pod in the cluster matches sel. A "no" is

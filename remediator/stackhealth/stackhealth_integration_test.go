@@ -3,6 +3,9 @@ package stackhealth_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -201,4 +204,150 @@ func patchLabels(ctx context.Context, t *testing.T, env *localcluster.Cluster, n
 	require.NoError(t, err)
 	_, err = env.Clientset.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, b, metav1.PatchOptions{})
 	require.NoError(t, err)
+}
+
+// TestDetectorsMissingOnAPIServer runs the remediator's manager against a
+// real API server and the real node-problem-detector, with deploy/npd's
+// GPU monitor (its check replaced by /bin/true, every second) and a
+// heartbeat period of one second, and reads
+// kubemedic_remediation_node_detectors_missing from the manager's
+// registry: a GPU node has no detector pod, then a pod but no conditions,
+// then reports while NPD runs (its heartbeats stay fresh well past the
+// threshold, with no condition changing), then has stale heartbeats once
+// NPD stops, and no pod again when the pod goes. A node without GPUs never
+// has a series. NPD runs as a process, so a Ready pod with the
+// DaemonSet's label stands for its pod.
+func TestDetectorsMissingOnAPIServer(t *testing.T) {
+	env := harness.Start(t, localcluster.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cs := env.Clientset
+
+	nodes, err := env.CreateGPUNodes(ctx, 1, localcluster.NodeSpec{})
+	require.NoError(t, err)
+	node := nodes[0].Name
+	plain := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu-node-000"}}
+	_, err = cs.CoreV1().Nodes().Create(ctx, plain, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	const staleAfter = 4 * time.Second
+	reg := prometheus.NewRegistry()
+	mgr, err := controller.NewManager(ctx, env.Config, controller.ManagerOptions{
+		Options: controller.Options{
+			Namespace: "kubemedic-system", Retention: time.Hour, Registry: reg,
+			StackHealth: &stackhealth.Options{Period: 300 * time.Millisecond, Settings: stackhealth.Settings{DetectorStaleAfter: staleAfter}},
+		},
+		MetricsAddr: "0", ProbeAddr: "0",
+	})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Errorf("manager did not stop")
+		}
+	})
+
+	series := func() (map[string]float64, error) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "kubemedic_remediation_node_detectors_missing" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				l := map[string]string{}
+				for _, lp := range m.GetLabel() {
+					l[lp.GetName()] = lp.GetValue()
+				}
+				out[l["node"]+"/"+l["reason"]] = m.GetGauge().GetValue()
+			}
+		}
+		return out, nil
+	}
+	expect := func(desc string, want map[string]float64) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got, err := series()
+			require.NoError(c, err)
+			assert.Equal(c, want, got, desc)
+		}, 30*time.Second, 100*time.Millisecond)
+	}
+
+	expect("no detector pod", map[string]float64{node + "/" + stackhealth.DetectorsNoPod: 1})
+	npdPod := createReadyPod(ctx, t, env, "kubemedic-npd-abcde", node, map[string]string{"app.kubernetes.io/name": "kubemedic-npd"})
+	expect("a pod, no conditions", map[string]float64{node + "/" + stackhealth.DetectorsNoConditions: 1})
+
+	npd := startNPD(t, env, node)
+	expect("NPD reports", map[string]float64{})
+	// NPD's heartbeats alone keep the node reporting: three thresholds
+	// with nothing changing.
+	deadline := time.Now().Add(3 * staleAfter)
+	for time.Now().Before(deadline) {
+		require.NoError(t, npd.Exited())
+		got, err := series()
+		require.NoError(t, err)
+		require.Empty(t, got, "NPD runs and refreshes its heartbeats")
+		time.Sleep(200 * time.Millisecond) // polling a real process
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	require.NoError(t, err)
+	gpuLost := localcluster.FindNodeCondition(n, v1alpha1.ConditionGPULost)
+	require.NotNil(t, gpuLost)
+	require.Less(t, time.Since(gpuLost.LastHeartbeatTime.Time), staleAfter)
+	require.Greater(t, gpuLost.LastHeartbeatTime.Sub(gpuLost.LastTransitionTime.Time), 2*staleAfter, "the heartbeat moved, the transition did not")
+
+	require.NoError(t, npd.Stop())
+	expect("NPD stopped", map[string]float64{node + "/" + stackhealth.DetectorsStaleHeartbeat: 1})
+
+	require.NoError(t, cs.CoreV1().Pods(npdPod.Namespace).Delete(ctx, npdPod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+	expect("pod gone", map[string]float64{node + "/" + stackhealth.DetectorsNoPod: 1})
+}
+
+// startNPD runs node-problem-detector for node with deploy/npd/gpu.json,
+// its check replaced by /bin/true every second, writing a heartbeat every
+// second.
+func startNPD(t *testing.T, env *localcluster.Cluster, node string) *localcluster.Process {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "../../deploy/npd/gpu.json"))
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, json.Unmarshal(b, &cfg))
+	cfg["pluginConfig"].(map[string]any)["invoke_interval"] = "1s"
+	for _, r := range cfg["rules"].([]any) {
+		r.(map[string]any)["path"] = "/bin/true"
+		r.(map[string]any)["args"] = []string{}
+	}
+	b, err = json.Marshal(cfg)
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "gpu.json")
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	npd, err := env.StartProcess(localcluster.ProcessSpec{
+		Name: "node-problem-detector",
+		Path: filepath.Join(env.BinDir, "node-problem-detector"),
+		Args: []string{
+			"--config.custom-plugin-monitor=" + p,
+			"--apiserver-override=" + env.Config.Host + "?inClusterConfig=false&auth=" + env.Kubeconfig,
+			"--hostname-override=" + node,
+			"--port=0", "--prometheus-port=0",
+			"--k8s-exporter-heartbeat-period=1s",
+			"--logtostderr", "--v=2",
+		},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = npd.Stop()
+		if t.Failed() {
+			t.Logf("node-problem-detector log:%s", npd.LogTail(40))
+		}
+	})
+	return npd
 }

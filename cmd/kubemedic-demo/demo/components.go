@@ -204,7 +204,11 @@ func (w *World) startComponents(ctx context.Context, ports []int) error {
 			args: []string{"--kubeconfig=" + kc, "--leader-elect=false", "--namespace=" + Namespace,
 				"--metrics-bind-address=" + addr(0), "--health-probe-bind-address=" + addr(1),
 				"--diagnostics-endpoint=" + w.S3.Endpoint, "--diagnostics-bucket=" + w.S3.Bucket, "--diagnostics-insecure",
-				"--diagnostics-secret=" + DiagnosticsSecret}},
+				"--diagnostics-secret=" + DiagnosticsSecret,
+				// NPD runs here as processes, not as the DaemonSet's pods, and
+				// the simulated nodes have none: every GPU node would count as
+				// having no detectors (KubemedicNodeDetectorsMissing).
+				"--stack-detectors=false"}},
 		{name: "kubemedic-janitor", env: slackEnv, metrics: addr(2), ready: "http://" + addr(3) + "/readyz",
 			args: []string{"--kubeconfig=" + kc, "--leader-elect=false", "--namespace=" + Namespace,
 				"--metrics-bind-address=" + addr(2), "--health-probe-bind-address=" + addr(3),
