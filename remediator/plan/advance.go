@@ -469,7 +469,13 @@ func (t *transition) verifying() {
 		t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonRecoveryTimeout, msg)
 		return
 	}
-	t.cond(v1alpha1.OperationVerified, metav1.ConditionFalse, v1alpha1.ReasonWaiting, v.Message)
+	// Missing evidence is Unknown while it waits; at the timeout the
+	// verdict is False all the same: not verified in time.
+	status := metav1.ConditionFalse
+	if v.Unknown {
+		status = metav1.ConditionUnknown
+	}
+	t.cond(v1alpha1.OperationVerified, status, v1alpha1.ReasonWaiting, v.Message)
 	t.Status.Message = Truncate("verifying: "+v.Message, maxMessage)
 	t.requeueAt(deadline)
 	t.requeueAt(v.Next)

@@ -28,7 +28,9 @@ const xidMessage = "XidRebootRequired: Xid 79 on 0000:3b:00.0: GPU has fallen of
 
 type nodeOpt func(*corev1.Node)
 
-// node is a Ready node with the given options applied.
+// node is a Ready GPU node (8 nvidia.com/gpu, all allocatable: the
+// evidence a GPU repair is verified by) with the given options applied;
+// noGPUs takes the GPUs away.
 func node(name string, opts ...nodeOpt) *corev1.Node {
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
@@ -36,6 +38,7 @@ func node(name string, opts ...nodeOpt) *corev1.Node {
 			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(ago(48 * time.Hour))},
 		}},
 	}
+	gpus(8, 8)(n)
 	for _, o := range opts {
 		o(n)
 	}
@@ -80,6 +83,10 @@ func optedOut(n *corev1.Node) { n.Labels[v1alpha1.LabelRemediation] = v1alpha1.R
 func notReady(n *corev1.Node) {
 	cond(string(corev1.NodeReady), corev1.ConditionFalse, "KubeletNotReady", "PLEG is not healthy", ago(time.Minute))(n)
 }
+
+// noGPUs removes every resource from capacity and allocatable: a node
+// that shows no GPUs.
+func noGPUs(n *corev1.Node) { n.Status.Capacity, n.Status.Allocatable = nil, nil }
 
 // gpus sets the nvidia.com/gpu capacity and allocatable.
 func gpus(capacity, allocatable int64) nodeOpt {

@@ -11,6 +11,18 @@ import (
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
+// The GPU Operator's labels and resources that verification reads: GPU
+// feature discovery's count and MIG strategy, and the device plugin's
+// resources, all named nvidia.com/... (stackhealth.LabelGPUCount and
+// stackhealth.LabelMIGStrategy name the same labels; the planner may not
+// import that package).
+const (
+	labelGPUCount        = "nvidia.com/gpu.count"
+	labelMIGStrategy     = "nvidia.com/mig.strategy"
+	resourceGPU          = corev1.ResourceName("nvidia.com/gpu")
+	resourceNVIDIAPrefix = "nvidia.com/"
+)
+
 // Label values of nvidia.com/mig.strategy under which the whole-GPU count of
 // nvidia.com/gpu.count no longer equals the nvidia.com/gpu resource.
 const migStrategyMixed = "mixed"
@@ -18,6 +30,10 @@ const migStrategyMixed = "mixed"
 // Verification is whether a node passed the checks after an operation.
 type Verification struct {
 	OK bool
+	// Unknown says that the evidence to decide is missing: not a pass, and
+	// not a check that failed either. The operation waits for the evidence
+	// as for any check, until its recovery timeout.
+	Unknown bool
 	// Message says what passed, or the first check that did not.
 	Message string
 	// Next is when the answer changes with nothing else changing: when the
@@ -27,6 +43,11 @@ type Verification struct {
 
 // Verify checks a node after an operation, before it is uncordoned:
 //   - the node is Ready;
+//   - after a GPU operation (gpuOperation), the node shows GPUs at all: an
+//     nvidia.com/ resource in capacity or allocatable, or the
+//     nvidia.com/gpu.count label. Without either nothing says the GPUs are
+//     back (a driver that did not load after a reboot leaves none), and the
+//     result is Unknown, never a pass;
 //   - the trigger condition is present and not in its unhealthy status, and
 //     has stayed so for healthyFor (zero skips this check); a condition that
 //     is missing is not evidence of health;
@@ -37,6 +58,10 @@ type Verification struct {
 func Verify(op *v1alpha1.NodeOperation, n *corev1.Node, now time.Time) Verification {
 	if !nodeReady(n) {
 		return Verification{Message: fmt.Sprintf("node %s is not Ready", n.Name)}
+	}
+	if gpuOperation(op) && !gpuEvidence(n) {
+		return Verification{Unknown: true, Message: fmt.Sprintf("node %s shows no GPUs: no %s* capacity or allocatable and no %s label, so the GPU repair cannot be verified",
+			n.Name, resourceNVIDIAPrefix, labelGPUCount)}
 	}
 	var passed []string
 	healthyFor := time.Duration(0)
@@ -82,6 +107,41 @@ var gpuConditions = map[string]bool{
 	v1alpha1.ConditionGPUMemoryUnhealthy: true, v1alpha1.ConditionGPURecoveryRequired: true,
 }
 
+// gpuStackConditions are the remediator's stack health conditions about
+// the GPUs (policies/v1alpha1 stack_conditions.go): an operation they
+// trigger repairs the GPU stack, which must show GPUs afterwards.
+var gpuStackConditions = map[string]bool{
+	v1alpha1.ConditionGPUAllocatableMismatch: true, v1alpha1.ConditionGPUStackPodNotReady: true,
+	v1alpha1.ConditionMIGConfigFailed: true,
+}
+
+// gpuOperation says whether op repairs GPUs: its trigger is a detector or
+// stack health condition about GPUs, or it recorded the GPU it targets.
+func gpuOperation(op *v1alpha1.NodeOperation) bool {
+	if op.Status.GPU != nil {
+		return true
+	}
+	t := op.Spec.Trigger
+	return t != nil && (gpuConditions[t.Type] || gpuStackConditions[t.Type])
+}
+
+// gpuEvidence says whether n shows GPUs: an nvidia.com/ resource in its
+// capacity or allocatable (whole GPUs or MIG devices, even 0 of them: the
+// device plugin registered), or GPU feature discovery's count label.
+func gpuEvidence(n *corev1.Node) bool {
+	if _, ok := n.Labels[labelGPUCount]; ok {
+		return true
+	}
+	for _, l := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
+		for name := range l {
+			if strings.HasPrefix(string(name), resourceNVIDIAPrefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // driverAsks says why a GPU repair is not verified while the driver still
 // asks for a recovery action (GPURecoveryRequired True or Unknown), or ""
 // when it asks none or the node does not report it. An Xid line can clear
@@ -104,7 +164,7 @@ func driverAsks(op *v1alpha1.NodeOperation, n *corev1.Node) string {
 // gpusShort says which GPU resource is short, or "" when none is.
 func gpusShort(n *corev1.Node) string {
 	for name, capacity := range n.Status.Capacity {
-		if !strings.HasPrefix(string(name), "nvidia.com/") {
+		if !strings.HasPrefix(string(name), resourceNVIDIAPrefix) {
 			continue
 		}
 		alloc := n.Status.Allocatable[name]
@@ -112,17 +172,17 @@ func gpusShort(n *corev1.Node) string {
 			return fmt.Sprintf("%s: %s of %s allocatable", name, alloc.String(), capacity.String())
 		}
 	}
-	want, ok := n.Labels["nvidia.com/gpu.count"]
-	if !ok || n.Labels["nvidia.com/mig.strategy"] == migStrategyMixed {
+	want, ok := n.Labels[labelGPUCount]
+	if !ok || n.Labels[labelMIGStrategy] == migStrategyMixed {
 		return ""
 	}
 	wantQ, err := resource.ParseQuantity(want)
 	if err != nil {
-		return fmt.Sprintf("label nvidia.com/gpu.count=%q is not a number", want)
+		return fmt.Sprintf("label %s=%q is not a number", labelGPUCount, want)
 	}
-	alloc := n.Status.Allocatable["nvidia.com/gpu"]
+	alloc := n.Status.Allocatable[resourceGPU]
 	if alloc.Cmp(wantQ) < 0 {
-		return fmt.Sprintf("nvidia.com/gpu: %s allocatable, nvidia.com/gpu.count says %s", alloc.String(), want)
+		return fmt.Sprintf("%s: %s allocatable, %s says %s", resourceGPU, alloc.String(), labelGPUCount, want)
 	}
 	return ""
 }

@@ -42,6 +42,7 @@ func TestVerify(t *testing.T) {
 		op      *v1alpha1.NodeOperation
 		node    *corev1.Node
 		ok      bool
+		unknown bool
 		message string // substring
 		next    time.Time
 	}{
@@ -127,12 +128,47 @@ func TestVerify(t *testing.T) {
 				corev1.ResourceList{corev1.ResourceCPU: q("64"), corev1.ResourceMemory: q("512Gi"), "nvidia.com/gpu": q("8")},
 				corev1.ResourceList{corev1.ResourceCPU: q("63500m"), corev1.ResourceMemory: q("500Gi"), "nvidia.com/gpu": q("8")})),
 			ok: true},
-		{desc: "a node without GPUs passes the GPU check", op: xidOp(), node: node("a", xidClear(ago(time.Hour))), ok: true},
+
+		// GPU evidence: after a GPU operation, a node that shows no GPU at
+		// all is Unknown, never verified.
+		{desc: "a GPU repair on a node without GPU resources or count label: Unknown", op: xidOp(), node: node("a", xidClear(ago(time.Hour)), noGPUs),
+			unknown: true, message: "node a shows no GPUs: no nvidia.com/* capacity or allocatable and no nvidia.com/gpu.count label, so the GPU repair cannot be verified"},
+		{desc: "no GPU evidence is Unknown even with the trigger still True", op: xidOp(), node: node("a", xid(ago(time.Hour)), noGPUs),
+			unknown: true, message: "node a shows no GPUs"},
+		{desc: "no GPU evidence and no healthyFor: still Unknown", op: xidOp(healthyFor(nil)), node: node("a", noGPUs),
+			unknown: true, message: "node a shows no GPUs"},
+		{desc: "other resources are no GPU evidence", op: xidOp(), node: node("a", xidClear(ago(time.Hour)), resources(
+			corev1.ResourceList{corev1.ResourceCPU: q("64"), "amd.com/gpu": q("8")}, corev1.ResourceList{corev1.ResourceCPU: q("64"), "amd.com/gpu": q("8")})),
+			unknown: true, message: "node a shows no GPUs"},
+		{desc: "the count label alone is evidence (and then the GPUs are short)", op: xidOp(), node: node("a", xidClear(ago(time.Hour)), noGPUs, labeled("nvidia.com/gpu.count", "8")),
+			message: "nvidia.com/gpu: 0 allocatable, nvidia.com/gpu.count says 8"},
+		{desc: "MIG devices alone are evidence", op: xidOp(), node: node("a", xidClear(ago(time.Hour)), resources(
+			corev1.ResourceList{"nvidia.com/mig-3g.40gb": q("16")}, corev1.ResourceList{"nvidia.com/mig-3g.40gb": q("16")})), ok: true},
+		{desc: "an allocatable nvidia.com/gpu without capacity is evidence", op: xidOp(),
+			node: node("a", xidClear(ago(time.Hour)), resources(nil, corev1.ResourceList{"nvidia.com/gpu": q("8")})), ok: true},
+		{desc: "a repair of the GPU stack (GPUAllocatableMismatch) needs GPU evidence too", node: node("a", noGPUs,
+			cond(v1alpha1.ConditionGPUAllocatableMismatch, corev1.ConditionFalse, v1alpha1.ReasonAllocatableMatches, "", ago(time.Hour))),
+			op: xidOp(func(o *v1alpha1.NodeOperation) {
+				o.Spec.Trigger = &v1alpha1.TriggerCondition{Type: v1alpha1.ConditionGPUAllocatableMismatch, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonAllocatableBelowHardware}
+			}), unknown: true, message: "node a shows no GPUs"},
+		{desc: "an operation that recorded its target GPU is a GPU repair, trigger or not", node: node("a", noGPUs),
+			op: xidOp(func(o *v1alpha1.NodeOperation) {
+				o.Spec.Trigger = nil
+				o.Status.GPU = &v1alpha1.GPUTarget{UUID: "GPU-5b6c1a2e-0000-4000-8000-000000000001", BusID: "0000:3b:00.0"}
+			}), unknown: true, message: "node a shows no GPUs"},
+		{desc: "a repair not about GPUs verifies a node without GPUs", node: node("a", noGPUs,
+			cond(v1alpha1.ConditionNFSMountUnhealthy, corev1.ConditionFalse, "NFSMountsHealthy", "", ago(time.Hour))),
+			op: xidOp(func(o *v1alpha1.NodeOperation) {
+				o.Spec.Trigger = &v1alpha1.TriggerCondition{Type: v1alpha1.ConditionNFSMountUnhealthy, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonMountHung}
+			}), ok: true, message: "node Ready, NFSMountUnhealthy=False for 2m0s, GPUs fully allocatable"},
+		{desc: "a manual operation without trigger or GPU verifies a node without GPUs",
+			op: xidOp(func(o *v1alpha1.NodeOperation) { o.Spec.Trigger = nil }), node: node("a", noGPUs), ok: true},
+		{desc: "Ready is checked before the GPU evidence", op: xidOp(), node: node("a", noGPUs, notReady), message: "node a is not Ready"},
 		{desc: "fewer GPUs than the nvidia.com/gpu.count label, although all allocatable", op: xidOp(),
 			node:    node("a", xidClear(ago(time.Hour)), gpus(7, 7), labeled("nvidia.com/gpu.count", "8")),
 			message: "nvidia.com/gpu: 7 allocatable, nvidia.com/gpu.count says 8"},
 		{desc: "as many GPUs as the label says", op: xidOp(), node: node("a", xidClear(ago(time.Hour)), gpus(8, 8), labeled("nvidia.com/gpu.count", "8")), ok: true},
-		{desc: "the label and no GPU resource at all", op: xidOp(), node: node("a", xidClear(ago(time.Hour)), labeled("nvidia.com/gpu.count", "8")),
+		{desc: "the label and no GPU resource at all", op: xidOp(), node: node("a", xidClear(ago(time.Hour)), noGPUs, labeled("nvidia.com/gpu.count", "8")),
 			message: "nvidia.com/gpu: 0 allocatable, nvidia.com/gpu.count says 8"},
 		{desc: "MIG mixed: the gpu.count label is not compared with nvidia.com/gpu", op: xidOp(),
 			node: node("a", xidClear(ago(time.Hour)), gpus(0, 0), labeled("nvidia.com/gpu.count", "8", "nvidia.com/mig.strategy", "mixed")), ok: true},
@@ -151,6 +187,8 @@ func TestVerify(t *testing.T) {
 			before := tc.node.DeepCopy()
 			v := Verify(tc.op, tc.node, now)
 			require.Equal(t, tc.ok, v.OK, v.Message)
+			require.Equal(t, tc.unknown, v.Unknown, v.Message)
+			require.False(t, v.OK && v.Unknown, "Unknown is never a pass")
 			require.NotEmpty(t, v.Message)
 			require.Contains(t, v.Message, tc.message)
 			require.Equal(t, tc.next, v.Next, "next")
