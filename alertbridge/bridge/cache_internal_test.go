@@ -281,7 +281,7 @@ func TestAbsorb(t *testing.T) {
 			for _, g := range tc.issues {
 				issues = append(issues, g.issue(t))
 			}
-			n := b.absorb(cacheRepo, issues, tc.rebuild, tc.listedAt)
+			n, _ := b.absorb(cacheRepo, issues, tc.rebuild, tc.listedAt)
 
 			got := map[string]view{}
 			for k, v := range b.byKey {

@@ -72,6 +72,26 @@ func (d *diagComments) setScanned(issue string) {
 	d.scanned[issue] = true
 }
 
+// keepOnly forgets what it knows of every issue but those in open (ids
+// "repo#number"): an issue that closed, or that the cache forgot, needs
+// nothing more, and one reopened has its comments read again before its
+// next diagnostics comment. So the maps follow the open issues, not the
+// repository's history.
+func (d *diagComments) keepOnly(open map[string]bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id := range d.posted {
+		if !open[id] {
+			delete(d.posted, id)
+		}
+	}
+	for id := range d.scanned {
+		if !open[id] {
+			delete(d.scanned, id)
+		}
+	}
+}
+
 func (b *Bridge) diagnosticsLoop(ctx context.Context) {
 	t := b.clock.NewTicker(b.opts.DiagnosticsInterval)
 	defer t.Stop()
@@ -125,6 +145,11 @@ func (b *Bridge) openNodeIssues() ([]diagTarget, []string) {
 // comment that fails is logged and tried again at the next interval.
 func (b *Bridge) postDiagnostics(ctx context.Context) {
 	targets, nodes := b.openNodeIssues()
+	open := make(map[string]bool, len(targets))
+	for _, t := range targets {
+		open[t.id()] = true
+	}
+	b.diag.keepOnly(open)
 	if len(targets) == 0 {
 		return
 	}

@@ -57,7 +57,7 @@ type memGitHub struct {
 	onEdit func(repo string, number int)
 }
 
-func (m *memGitHub) ListIssues(context.Context, string, string, time.Time) ([]ghclient.Issue, error) {
+func (m *memGitHub) ListIssues(context.Context, string, ghclient.IssueState, time.Time, ...string) ([]ghclient.Issue, error) {
 	return nil, nil
 }
 

@@ -304,7 +304,7 @@ func (b *Bridge) follow(ctx context.Context, log *slog.Logger, cur *tracked, is 
 // so an older issue of the group is never taken for it).
 func (b *Bridge) findFiled(repo string, filed func(key string, st marker.State, is ghclient.Issue) bool) func(context.Context, time.Time) (ghclient.Issue, bool, error) {
 	return func(ctx context.Context, since time.Time) (ghclient.Issue, bool, error) {
-		issues, err := b.gh.ListIssues(ctx, repo, b.cfg.IdentityLabel, since)
+		issues, err := b.gh.ListIssues(ctx, repo, ghclient.StateAll, since, b.cfg.IdentityLabel)
 		if err != nil {
 			return ghclient.Issue{}, false, fmt.Errorf("list the issues of %s changed since %s: %w", repo, since.UTC().Format(time.RFC3339), err)
 		}

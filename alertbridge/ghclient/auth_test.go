@@ -123,7 +123,7 @@ func TestEnterpriseBaseURL(t *testing.T) {
 			c, err := ghclient.New(ghclient.Options{BaseURL: tc.base(e)})
 			require.NoError(t, err)
 			e.fake.AddIssue(repo, "t", "", "kubemedic")
-			got, err := c.ListIssues(context.Background(), repo, "kubemedic", time.Time{})
+			got, err := c.ListIssues(context.Background(), repo, ghclient.StateAll, time.Time{}, "kubemedic")
 			require.NoError(t, err)
 			require.Len(t, got, 1)
 			require.Equal(t, "/api/v3/repos/"+repo+"/issues", e.fake.Calls()[0].RawPath)

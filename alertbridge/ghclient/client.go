@@ -88,11 +88,13 @@ type Comment struct {
 
 // Client is the GitHub issue store the bridge writes to.
 type Client interface {
-	// ListIssues lists every issue (open and closed, not pull requests)
-	// carrying label, through the issues list endpoint, following
-	// pagination. Never the Search API.
-	// A non-zero since lists only issues updated at or after it.
-	ListIssues(ctx context.Context, repo, label string, since time.Time) ([]Issue, error)
+	// ListIssues lists the issues (not pull requests) in state (StateOpen,
+	// StateClosed or StateAll) that carry every one of labels (GitHub ANDs
+	// them; none: any issue), through the issues list endpoint, following
+	// pagination. Never the Search API. A non-zero since lists only issues
+	// updated at or after it (GitHub's since: updated_at, which is never
+	// before closed_at, so closed since T lists every issue closed since T).
+	ListIssues(ctx context.Context, repo string, state IssueState, since time.Time, labels ...string) ([]Issue, error)
 	// CreateIssue files an issue.
 	CreateIssue(ctx context.Context, repo string, in NewIssue) (Issue, error)
 	// EditIssue changes body, state, state reason, title and labels as
@@ -232,19 +234,19 @@ func splitRepo(endpoint, repo string) (owner, name string, err error) {
 	return owner, name, nil
 }
 
-func (c *client) ListIssues(ctx context.Context, repo, label string, since time.Time) ([]Issue, error) {
+func (c *client) ListIssues(ctx context.Context, repo string, state IssueState, since time.Time, labels ...string) ([]Issue, error) {
 	owner, name, err := splitRepo(EndpointListIssues, repo)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkListState(repo, state); err != nil {
+		return nil, err
+	}
 	opts := &github.IssueListByRepoOptions{
-		State:       string(StateAll),
-		Labels:      []string{label},
+		State:       string(state),
+		Labels:      listLabels(labels),
 		Since:       since,
 		ListOptions: github.ListOptions{PerPage: listPageSize},
-	}
-	if label == "" {
-		opts.Labels = nil
 	}
 	var out []Issue
 	for {
@@ -260,7 +262,7 @@ func (c *client) ListIssues(ctx context.Context, repo, label string, since time.
 			return resp, err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("list issues labelled %q (page %d): %w", label, max(opts.Page, 1), err)
+			return nil, fmt.Errorf("list %s issues labelled %q (page %d): %w", state, strings.Join(opts.Labels, ","), max(opts.Page, 1), err)
 		}
 		for _, gi := range page {
 			if gi.IsPullRequest() {
@@ -273,6 +275,27 @@ func (c *client) ListIssues(ctx context.Context, repo, label string, since time.
 		}
 		opts.Page = next
 	}
+}
+
+// checkListState refuses a list filter GitHub does not know: "" would list
+// the open issues only (GitHub's default), which no caller means silently.
+func checkListState(repo string, state IssueState) error {
+	if state.Valid() || state == StateAll {
+		return nil
+	}
+	return &PermanentError{Endpoint: EndpointListIssues, Repo: repo, Reason: "invalid_state",
+		Err: fmt.Errorf("list state %q is not open, closed or all", state)}
+}
+
+// listLabels are the labels of a list filter, empty names left out.
+func listLabels(labels []string) []string {
+	var out []string
+	for _, l := range labels {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func (c *client) CreateIssue(ctx context.Context, repo string, in NewIssue) (Issue, error) {

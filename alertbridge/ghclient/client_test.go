@@ -98,7 +98,7 @@ func TestListIssuesPaginatesAndSkipsPullRequests(t *testing.T) {
 	}
 	e.fake.AddIssue(repo, "someone else's", "")
 
-	got, err := e.client.ListIssues(context.Background(), repo, "kubemedic", time.Time{})
+	got, err := e.client.ListIssues(context.Background(), repo, ghclient.StateAll, time.Time{}, "kubemedic")
 	require.NoError(t, err)
 	require.Len(t, got, 250)
 	var numbers []int
@@ -345,7 +345,7 @@ func TestRateLimitHoldsOtherCalls(t *testing.T) {
 		}
 		return nil
 	}
-	_, err := e.client.ListIssues(ctx, repo, "kubemedic", time.Time{})
+	_, err := e.client.ListIssues(ctx, repo, ghclient.StateAll, time.Time{}, "kubemedic")
 	require.NoError(t, err)
 	require.NoError(t, otherErr)
 	require.Equal(t, []time.Duration{30 * time.Second, 30 * time.Second}, e.recordedWaits())
@@ -384,7 +384,7 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 
 	t.Run("malformed repository is refused before sending", func(t *testing.T) {
 		e := newEnv(t)
-		_, err := e.client.ListIssues(context.Background(), "not-a-repo", "kubemedic", time.Time{})
+		_, err := e.client.ListIssues(context.Background(), "not-a-repo", ghclient.StateAll, time.Time{}, "kubemedic")
 		require.True(t, ghclient.IsPermanent(err))
 		require.Empty(t, e.fake.Calls())
 	})
@@ -418,7 +418,7 @@ func TestMetricsCountEveryAttempt(t *testing.T) {
 	e.fake.FailWrites(2, http.StatusBadGateway, nil)
 	_, err := e.client.CreateIssue(context.Background(), repo, ghclient.NewIssue{Title: "t"})
 	require.NoError(t, err)
-	_, err = e.client.ListIssues(context.Background(), repo, "kubemedic", time.Time{})
+	_, err = e.client.ListIssues(context.Background(), repo, ghclient.StateAll, time.Time{}, "kubemedic")
 	require.NoError(t, err)
 
 	require.Len(t, e.fake.Calls(), 4)

@@ -62,14 +62,17 @@ func (d *dryRun) wouldCall(ctx context.Context, method, path string, body any) e
 	return nil
 }
 
-func (d *dryRun) ListIssues(ctx context.Context, repo, label string, since time.Time) ([]Issue, error) {
+func (d *dryRun) ListIssues(ctx context.Context, repo string, state IssueState, since time.Time, labels ...string) ([]Issue, error) {
 	if _, _, err := splitRepo(EndpointListIssues, repo); err != nil {
+		return nil, err
+	}
+	if err := checkListState(repo, state); err != nil {
 		return nil, err
 	}
 	var read []Issue
 	if d.reads != nil {
 		var err error
-		if read, err = d.reads.ListIssues(ctx, repo, label, since); err != nil {
+		if read, err = d.reads.ListIssues(ctx, repo, state, since, labels...); err != nil {
 			return nil, err
 		}
 	}
@@ -79,7 +82,11 @@ func (d *dryRun) ListIssues(ctx context.Context, repo, label string, since time.
 	for _, is := range read {
 		k := issueKey{repo, is.Number}
 		if w, ok := d.written[k]; ok {
-			out = append(out, cloneIssue(*w))
+			// As the dry run left it: its own edits may have moved it out of
+			// the filter.
+			if listed(*w, state, labels) {
+				out = append(out, cloneIssue(*w))
+			}
 			continue
 		}
 		d.seen[k] = cloneIssue(is)
@@ -87,11 +94,25 @@ func (d *dryRun) ListIssues(ctx context.Context, repo, label string, since time.
 	}
 	for _, k := range d.created {
 		w := d.written[k]
-		if k.repo == repo && (label == "" || slices.ContainsFunc(w.Labels, func(l string) bool { return strings.EqualFold(l, label) })) {
+		if k.repo == repo && listed(*w, state, labels) && !w.UpdatedAt.Before(since) {
 			out = append(out, cloneIssue(*w))
 		}
 	}
 	return out, nil
+}
+
+// listed reports whether the list filter takes is: its state, and every
+// label (case-insensitively, as GitHub matches them).
+func listed(is Issue, state IssueState, labels []string) bool {
+	if state != StateAll && is.State != state {
+		return false
+	}
+	for _, l := range listLabels(labels) {
+		if !slices.ContainsFunc(is.Labels, func(have string) bool { return strings.EqualFold(have, l) }) {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *dryRun) CreateIssue(ctx context.Context, repo string, in NewIssue) (Issue, error) {

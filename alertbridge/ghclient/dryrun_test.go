@@ -53,7 +53,7 @@ func TestDryRunLogsWritesAndSendsNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1_000_001, second.Number)
 
-	listed, err := dry.ListIssues(ctx, repo, "kubemedic", time.Time{})
+	listed, err := dry.ListIssues(ctx, repo, ghclient.StateAll, time.Time{}, "kubemedic")
 	require.NoError(t, err)
 	require.Len(t, listed, 2, "the real issue, and the dry run's own issue carrying the label")
 	require.Equal(t, existing, listed[0].Number)
@@ -104,7 +104,7 @@ func TestDryRunLogsWritesAndSendsNothing(t *testing.T) {
 func TestDryRunWithoutReads(t *testing.T) {
 	dry := ghclient.NewDryRun(nil, nil)
 	ctx := context.Background()
-	issues, err := dry.ListIssues(ctx, repo, "kubemedic", time.Time{})
+	issues, err := dry.ListIssues(ctx, repo, ghclient.StateAll, time.Time{}, "kubemedic")
 	require.NoError(t, err)
 	require.Empty(t, issues)
 	comments, err := dry.ListComments(ctx, repo, 7, time.Time{})

@@ -18,7 +18,7 @@ import (
 // since since and picks the one with body, as the bridge picks by marker.
 func findByBody(c ghclient.Client, label, body string) func(context.Context, time.Time) (ghclient.Issue, bool, error) {
 	return func(ctx context.Context, since time.Time) (ghclient.Issue, bool, error) {
-		issues, err := c.ListIssues(ctx, repo, label, since)
+		issues, err := c.ListIssues(ctx, repo, ghclient.StateAll, since, label)
 		if err != nil {
 			return ghclient.Issue{}, false, err
 		}
