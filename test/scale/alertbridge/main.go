@@ -3,6 +3,7 @@
 // issues on the GitHub stand-in (alertbridge/ghfake).
 //
 //	go run ./test/scale/alertbridge [-groups 1000] [-concurrency 8]
+//	go run ./test/scale/alertbridge -startup-closed 20000 [-startup-open 50]
 //
 // It prints, against the alertbridge issue's targets:
 //
@@ -12,6 +13,10 @@
 //   - webhook acknowledgement latency, p50 / p99 / max (target p99 <= 20 ms):
 //     the time until the bridge answered 200, which is after the webhook is
 //     on disk (fsync).
+//
+// With -startup-closed it measures the bridge's start instead (startup.go):
+// a year of closed issues and a few open ones on the stand-in, the time
+// until the bridge is ready and its peak memory (target <= 10 s, <= 100 MiB).
 //
 // The bridge runs in this process with its real journal in a temp dir on
 // the machine's disk; the storm guard is off (a storm is not what this
@@ -51,8 +56,21 @@ const repo = "acme/gpu-oncall"
 func main() {
 	groups := flag.Int("groups", 1000, "alert groups")
 	concurrency := flag.Int("concurrency", 8, "webhooks in flight at once (Alertmanager sends groups in parallel)")
+	startupClosed := flag.Int("startup-closed", 0, "measure the start instead: this many closed issues over the past year on the stand-in")
+	startupOpen := flag.Int("startup-open", 50, "with -startup-closed: this many open issues")
+	startupSeed := flag.Uint64("startup-seed", 1, "with -startup-closed: the seed of the issues' close times and sizes")
+	startupBridge := flag.String("startup-bridge", "", "internal: run the bridge against this GitHub URL and report its start")
 	flag.Parse()
-	if err := run(*groups, *concurrency); err != nil {
+	var err error
+	switch {
+	case *startupBridge != "":
+		err = runStartupBridge(*startupBridge)
+	case *startupClosed > 0:
+		err = runStartup(*startupClosed, *startupOpen, *startupSeed)
+	default:
+		err = run(*groups, *concurrency)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "alertbridge scale:", err)
 		os.Exit(1)
 	}
