@@ -69,8 +69,11 @@ type Bridge struct {
 	synced  atomic.Bool
 	startMu sync.RWMutex
 
-	mu      sync.Mutex
-	byKey   map[string]*tracked    // key hash → the key's latest issue
+	mu sync.Mutex
+	// byKey: key hash → the key's latest issue, while retain keeps it (open,
+	// closed within the window, or ignored), so it follows the open issues
+	// and the window, not the repository's history.
+	byKey   map[string]*tracked
 	created map[string][]time.Time // repo → creation times of the bridge's issues, for the storm guard
 	rollups map[string]*rollup     // repo → its open roll-up
 	// refreshedAt is when the last refresh listed issues, per repo.

@@ -16,7 +16,9 @@
 // handlers), auth.go (webhook credentials), queue.go (the per-key queue),
 // worker.go (the workers and their retries), transition.go (applying one
 // journal entry to its issue), cache.go (the key→issue cache, rebuilt from
-// GitHub at start and refreshed from it, and the storm guard's count),
+// GitHub at start and refreshed from it, holding only the open issues, those
+// closed within the window and the ignored ones, and the storm guard's
+// count; it closes issues filed twice at start),
 // rollup.go (the storm guard's roll-up issues and their sync),
 // rollupstate.go (their local files and restoring them at start),
 // history.go (the nodes' operation history, read behind the one-method
