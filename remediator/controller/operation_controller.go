@@ -99,6 +99,7 @@ func (r *OperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			}
 			return ctrl.Result{}, fmt.Errorf("patch status of operation %s: %w", op.Name, perr)
 		}
+		defer awaitOwnWrite(ctx, r.Client, op, orig.ResourceVersion)
 	}
 	r.emit(op, node, out.events)
 	for _, f := range out.afterWrite {
