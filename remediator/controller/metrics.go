@@ -25,7 +25,11 @@ type Metrics struct {
 	notifications   *prometheus.CounterVec
 	captures        *prometheus.CounterVec
 	ruleChecks      *prometheus.CounterVec
-	objects         *objectCollector
+	// conflicts counts the reconciles that lost an optimistic-concurrency
+	// race and were requeued quietly (ctrlmgr.QuietConflicts), by
+	// controller.
+	conflicts *prometheus.CounterVec
+	objects   *objectCollector
 	// stack are the GPU stack health checks' (see Options.StackHealth).
 	stack *stackhealth.Metrics
 }
@@ -66,6 +70,10 @@ func NewMetrics(reader client.Reader) *Metrics {
 			Name: "kubemedic_remediation_gpu_exclusion_checks_total",
 			Help: "Checks of kubemedic's DeviceTaintRules against the devices their nodes publish, by verdict: Keep (selects its GPU, or no device), Move (the GPU has another device name now; the rule follows it), Release (the device is another GPU now, or the node is gone; the rule is deleted), Unknown (nothing published yet, or ambiguous; the rule stays), Error (the check or its write failed).",
 		}, []string{"verdict"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_remediation_conflicts_total",
+			Help: "Reconciles that ended in an optimistic-concurrency conflict (another writer, or the cache not yet holding the last write) and were requeued without an error log, by controller. Routine; a steady climb with no progress is a writer fight.",
+		}, []string{"controller"}),
 		objects: &objectCollector{reader: reader,
 			operations: prometheus.NewDesc("kubemedic_remediation_operations",
 				"NodeOperations by policy, step and phase.", []string{"policy", "step", "phase"}, nil),
@@ -90,7 +98,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		m.ruleChecks.WithLabelValues(v.String())
 	}
 	m.ruleChecks.WithLabelValues(ruleCheckError)
-	for _, c := range append([]prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.ruleChecks, m.objects}, m.stack.Collectors()...) {
+	for _, c := range append([]prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.ruleChecks, m.conflicts, m.objects}, m.stack.Collectors()...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -38,6 +38,9 @@ const (
 	// that conflict in a row, each after a fresh read; then they are
 	// paced like other failures.
 	maxNoticeConflicts = 10
+	// senderName names the sender in its logger and in
+	// kubemedic_remediation_conflicts_total.
+	senderName = "owner-notices"
 )
 
 // recordBackoff paces the status writes of claims and records that fail
@@ -71,7 +74,10 @@ type sender struct {
 	queue   chan string
 	timeout time.Duration
 	results *prometheus.CounterVec // by result: sent, failed, dropped
-	log     logr.Logger
+	// conflicts counts the status writes that conflicted; nil: not
+	// counted.
+	conflicts prometheus.Counter
+	log       logr.Logger
 
 	mu     sync.Mutex
 	queued map[string]bool // names in queue

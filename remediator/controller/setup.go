@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kubemedic/kubemedic/internal/ctrlmgr"
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/devicetaint"
@@ -106,7 +107,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Watches(&corev1.Node{}, allPolicies, builder.WithPredicates(nodeChanged())).
 		Watches(&v1alpha1.NodeOperation{}, opPolicy, builder.WithPredicates(phaseChanged())).
 		Watches(&v1alpha1.NodeOperationTemplate{}, allPolicies).
-		Complete(pr); err != nil {
+		Complete(ctrlmgr.QuietConflicts("remediationpolicy", pr, m.conflicts)); err != nil {
 		return fmt.Errorf("set up the policy controller: %w", err)
 	}
 
@@ -140,7 +141,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	keeper := &evidence.Keeper{Client: c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock,
-		Namespace: opts.Namespace, Options: opts.Diagnostics, Logs: logs, DRA: dra}
+		Namespace: opts.Namespace, Options: opts.Diagnostics, Logs: logs, DRA: dra, Conflicts: m.conflicts}
 	or := &OperationReconciler{
 		Machines: &rung.Provider{Client: c, Reader: mgr.GetAPIReader(), Namespace: opts.Namespace, Clock: opts.Clock},
 		DRA:      dra,
@@ -170,7 +171,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Watches(&v1alpha1.NodeOperation{}, waiting, builder.WithPredicates(phaseChanged())).
 		Watches(&v1alpha1.RemediationPolicy{}, waiting).
 		Watches(&corev1.Node{}, onNode, builder.WithPredicates(nodeChanged())).
-		Complete(or); err != nil {
+		Complete(ctrlmgr.QuietConflicts("nodeoperation", or, m.conflicts)); err != nil {
 		return fmt.Errorf("set up the operation controller: %w", err)
 	}
 	if opts.StackHealth != nil {
@@ -180,6 +181,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 		if sh.Metrics == nil {
 			sh.Metrics = m.stack
+		}
+		if sh.Conflicts == nil {
+			sh.Conflicts = m.conflicts
 		}
 		if err := stackhealth.Setup(mgr, sh); err != nil {
 			return err
@@ -204,7 +208,8 @@ func setupOwnerNotifier(ctx context.Context, mgr ctrl.Manager, opts Options, m *
 		host = "kubemedic-remediator"
 	}
 	s := newSender(opts.Notifier, mgr.GetClient(), mgr.GetAPIReader(), opts.Clock, claimerName(host),
-		noticeQueueSize, noticeTimeout, m.notifications, mgr.GetLogger().WithName("owner-notices"))
+		noticeQueueSize, noticeTimeout, m.notifications, mgr.GetLogger().WithName(senderName))
+	s.conflicts = m.conflicts.WithLabelValues(senderName)
 	if err := mgr.Add(s); err != nil {
 		return nil, fmt.Errorf("add the Slack sender: %w", err)
 	}

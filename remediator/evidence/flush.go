@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kubemedic/kubemedic/internal/ctrlmgr"
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/plan"
@@ -171,7 +173,7 @@ func terminationMessage(p *corev1.Pod) string {
 
 // setupFlush runs the FlushReconciler on nodes that ask for a flush, and
 // on their flush pods' changes.
-func setupFlush(mgr ctrl.Manager, fr *FlushReconciler) error {
+func setupFlush(mgr ctrl.Manager, fr *FlushReconciler, conflicts *prometheus.CounterVec) error {
 	asked := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		_, ok := o.GetAnnotations()[v1alpha1.AnnotationDiagnosticsFlush]
 		return ok
@@ -187,7 +189,7 @@ func setupFlush(mgr ctrl.Manager, fr *FlushReconciler) error {
 		Named("diagnosticsflush").
 		For(&corev1.Node{}, builder.WithPredicates(asked)).
 		Watches(&corev1.Pod{}, ofPod).
-		Complete(fr); err != nil {
+		Complete(ctrlmgr.QuietConflicts("diagnosticsflush", fr, conflicts)); err != nil {
 		return fmt.Errorf("set up the diagnostics flush controller: %w", err)
 	}
 	return nil

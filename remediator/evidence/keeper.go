@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,6 +74,10 @@ type Keeper struct {
 	// DRA: the API server serves DeviceTaintRule; retention keeps the
 	// bundles of GPUs a permanent rule excludes.
 	DRA bool
+	// Conflicts counts the flush reconciles that conflicted and were
+	// requeued quietly (ctrlmgr.QuietConflicts), by controller; nil: not
+	// counted.
+	Conflicts *prometheus.CounterVec
 
 	// mu guards cached, which the operation reconciler's workers and the
 	// retention sweep share.
@@ -227,5 +232,5 @@ func (k *Keeper) SetupWithManager(mgr ctrl.Manager) error {
 		}
 	}
 	return setupFlush(mgr, &FlushReconciler{Client: k.Client, Reader: k.Reader, Recorder: k.Recorder, Clock: k.Clock,
-		Namespace: k.Namespace, Options: k.Options})
+		Namespace: k.Namespace, Options: k.Options}, k.Conflicts)
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kubemedic/kubemedic/internal/ctrlmgr"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
@@ -89,6 +91,9 @@ type Options struct {
 	Period time.Duration
 	// Clock is the time source; nil is the real clock.
 	Clock clock.PassiveClock
+	// Conflicts counts the reconciles that conflicted and were requeued
+	// quietly (ctrlmgr.QuietConflicts), by controller; nil: not counted.
+	Conflicts *prometheus.CounterVec
 }
 
 // selectors are the parsed pod selectors of Options.
@@ -144,6 +149,9 @@ func (o *Options) complete() (sel selectors, err error) {
 	return sel, nil
 }
 
+// controllerName names the stack health controller.
+const controllerName = "stackhealth"
+
 // Setup registers the stack health reconciler with mgr. A selector that
 // does not parse is an error here, at start.
 func Setup(mgr ctrl.Manager, o Options) error {
@@ -152,9 +160,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).
-		Named("stackhealth").
+		Named(controllerName).
 		For(&corev1.Node{}, builder.WithPredicates(nodeChanged())).
-		Complete(r); err != nil {
+		Complete(ctrlmgr.QuietConflicts(controllerName, r, o.Conflicts)); err != nil {
 		return fmt.Errorf("set up the stack health controller: %w", err)
 	}
 	return nil
