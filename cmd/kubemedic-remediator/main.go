@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -70,7 +71,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "kubemedic-remediator: --log-level: %v\n", err)
 		os.Exit(2)
 	}
-	ctrl.SetLogger(zap.New(zap.Level(level)))
+	logger := zap.New(zap.Level(level))
+	ctrl.SetLogger(logger)
+	// client-go's own lines (leader election, watches) in the same
+	// structured log, at their own levels, instead of klog's text.
+	klog.SetLogger(logger)
 	if stackHealth {
 		sh.SkipDetectors = !detectors
 		o.StackHealth = &sh

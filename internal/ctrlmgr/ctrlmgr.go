@@ -1,7 +1,9 @@
 // Package ctrlmgr builds the controller-runtime managers of kubemedic's
 // controllers (remediator, janitor) the same way: leader election with a
 // Lease that is released on shutdown, /metrics, /healthz, and a /readyz that
-// is ready only once the cache has synced. It never registers controllers.
+// is ready only once the cache has synced; and the routine ends of a
+// reconcile and of a shutdown stay out of the error log (QuietConflicts,
+// and the manager's logger). It never registers controllers.
 package ctrlmgr
 
 import (
@@ -10,6 +12,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -17,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -37,12 +41,16 @@ type Options struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election;
 	// zero keeps controller-runtime's defaults (15s, 10s, 2s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Logger is the manager's, its controllers' and its runnables'; the
+	// zero Logger is controller-runtime's global one (ctrl.Log).
+	Logger logr.Logger
 }
 
 // New builds a manager with the scheme and cache options.
 func New(cfg *rest.Config, o Options, scheme *runtime.Scheme, cacheOpts cache.Options) (ctrl.Manager, error) {
 	mo := ctrl.Options{
 		Scheme:                        scheme,
+		Logger:                        quietShutdown(o.Logger),
 		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
@@ -58,6 +66,9 @@ func New(cfg *rest.Config, o Options, scheme *runtime.Scheme, cacheOpts cache.Op
 	}
 	if o.LeaseDuration > 0 {
 		mo.LeaseDuration, mo.RenewDeadline, mo.RetryPeriod = &o.LeaseDuration, &o.RenewDeadline, &o.RetryPeriod
+	}
+	if o.Logger.GetSink() == nil {
+		mo.Logger = quietShutdown(ctrllog.Log)
 	}
 	if mo.Metrics.BindAddress == "" {
 		mo.Metrics.BindAddress = "0"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/workqueue"
@@ -117,4 +118,60 @@ func allConflicts(errs []error) bool {
 		}
 	}
 	return true
+}
+
+// controller-runtime's words for an error its manager receives once it is
+// stopping, and the error its leader elector sends when it stops leading.
+const (
+	stopSequenceEngaged = "error received after stop sequence was engaged"
+	leaderElectionLost  = "leader election lost"
+)
+
+// quietShutdown is the manager's logger with one line moved from error to
+// V(1): controller-runtime (up to v0.24 at least, its issue 3535) logs
+// "leader election lost" as an error on every clean shutdown with leader
+// election, because releasing the lease on cancel ends the leader elector,
+// whose OnStoppedLeading reports the loss after the stop sequence began.
+// A lease lost while running is still an error: Start returns it.
+func quietShutdown(l logr.Logger) logr.Logger {
+	sink := l.GetSink()
+	if sink == nil {
+		return l
+	}
+	if cd, ok := sink.(logr.CallDepthLogSink); ok {
+		sink = cd.WithCallDepth(1) // this sink's frame
+	}
+	return logr.New(&shutdownSink{LogSink: sink})
+}
+
+type shutdownSink struct{ logr.LogSink }
+
+var _ logr.CallDepthLogSink = &shutdownSink{}
+
+// Init does nothing: the sink wrapped was initialised with its own Logger.
+func (s *shutdownSink) Init(logr.RuntimeInfo) {}
+
+func (s *shutdownSink) Error(err error, msg string, kv ...any) {
+	if msg == stopSequenceEngaged && err != nil && err.Error() == leaderElectionLost {
+		if s.Enabled(1) {
+			s.LogSink.Info(1, "Leader election ended by the shutdown (the lease is released)", kv...)
+		}
+		return
+	}
+	s.LogSink.Error(err, msg, kv...)
+}
+
+func (s *shutdownSink) WithValues(kv ...any) logr.LogSink {
+	return &shutdownSink{LogSink: s.LogSink.WithValues(kv...)}
+}
+
+func (s *shutdownSink) WithName(name string) logr.LogSink {
+	return &shutdownSink{LogSink: s.LogSink.WithName(name)}
+}
+
+func (s *shutdownSink) WithCallDepth(depth int) logr.LogSink {
+	if cd, ok := s.LogSink.(logr.CallDepthLogSink); ok {
+		return &shutdownSink{LogSink: cd.WithCallDepth(depth)}
+	}
+	return s
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/kubemedic/kubemedic/internal/ctrlmgr"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/devicetaint"
 )
@@ -31,6 +32,9 @@ const RuleCheckPeriod = time.Minute
 // ruleCheckError is the checks metric's verdict for a check that could not
 // be made, or whose write failed.
 const ruleCheckError = "Error"
+
+// ruleKeeperName names the rule check in kubemedic_remediation_conflicts_total.
+const ruleKeeperName = "gpu-rules"
 
 // ruleKeeper keeps kubemedic's DeviceTaintRules on their GPUs. A rule
 // selects a device by driver, pool and name, and a DRA driver may give that
@@ -54,8 +58,9 @@ type ruleKeeper struct {
 // Start checks the rules every RuleCheckPeriod until ctx ends. It runs on
 // the leader only (a manager.Runnable without NeedLeaderElection).
 func (k *ruleKeeper) Start(ctx context.Context) error {
+	k.Metrics.conflicts.WithLabelValues(ruleKeeperName)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := k.checkAll(ctx); err != nil {
+		if err := k.checkAll(ctx); err != nil && ctx.Err() == nil {
 			log.FromContext(ctx).Error(err, "Checking the GPU DeviceTaintRules")
 		}
 	}, RuleCheckPeriod)
@@ -82,6 +87,9 @@ func (k *ruleKeeper) checkAll(ctx context.Context) error {
 	var failed int
 	for _, name := range nodes {
 		if err := k.checkNode(ctx, name, byNode[name]); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopping
+			}
 			failed++
 			log.FromContext(ctx).Error(err, "Checking the GPU DeviceTaintRules of a node", "node", name)
 		}
@@ -112,7 +120,15 @@ func (k *ruleKeeper) checkNode(ctx context.Context, name string, rules []*resour
 	now := k.Clock.Now()
 	for _, rule := range rules {
 		c := devicetaint.Check(rule, slices.Items, gone, now)
-		if err := k.act(ctx, node, rule, c, now); err != nil {
+		err := k.act(ctx, node, rule, c, now)
+		if ctrlmgr.OnlyConflicts(err) {
+			// The rule changed since it was read (an operation excluded
+			// its GPU again): checked again at the next period.
+			k.Metrics.conflicts.WithLabelValues(ruleKeeperName).Inc()
+			log.FromContext(ctx).V(1).Info("Optimistic-concurrency conflict on a GPU's DeviceTaintRule; checked again later", "deviceTaintRule", rule.Name, "node", name, "error", err.Error())
+			continue
+		}
+		if err != nil {
 			k.Metrics.ruleChecks.WithLabelValues(ruleCheckError).Inc()
 			errs = append(errs, err)
 			continue

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -31,6 +32,9 @@ type ManagerOptions struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election;
 	// zero keeps controller-runtime's defaults (15s, 10s, 2s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Logger is the manager's, its controllers' and its runnables'; the
+	// zero Logger is controller-runtime's global one (ctrl.Log).
+	Logger logr.Logger
 }
 
 // Scheme is the scheme of the remediator's clients.
@@ -62,6 +66,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, o ManagerOptions) (ctrl.M
 		Namespace: o.Namespace, LeaderElection: o.LeaderElection, LeaderElectionID: o.LeaderElectionID,
 		MetricsAddr: o.MetricsAddr, ProbeAddr: o.ProbeAddr, PprofAddr: o.PprofAddr,
 		LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline, RetryPeriod: o.RetryPeriod,
+		Logger: o.Logger,
 	}, scheme, CacheOptions(o.Namespace))
 	if err != nil {
 		return nil, err

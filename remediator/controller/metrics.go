@@ -68,7 +68,7 @@ func NewMetrics(reader client.Reader) *Metrics {
 		}, []string{"policy", "result"}),
 		ruleChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubemedic_remediation_gpu_exclusion_checks_total",
-			Help: "Checks of kubemedic's DeviceTaintRules against the devices their nodes publish, by verdict: Keep (selects its GPU, or no device), Move (the GPU has another device name now; the rule follows it), Release (the device is another GPU now, or the node is gone; the rule is deleted), Unknown (nothing published yet, or ambiguous; the rule stays), Error (the check or its write failed).",
+			Help: "Checks of kubemedic's DeviceTaintRules against the devices their nodes publish, by verdict: Keep (selects its GPU, or no device), Move (the GPU has another device name now; the rule follows it), Release (the device is another GPU now, or the node is gone; the rule is deleted), Unknown (nothing published yet, or ambiguous; the rule stays), Error (the check or its write failed; a write that conflicted is counted in kubemedic_remediation_conflicts_total instead, and checked again next time).",
 		}, []string{"verdict"}),
 		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubemedic_remediation_conflicts_total",

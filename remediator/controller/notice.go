@@ -175,6 +175,9 @@ func (o *ownerNotifier) owe(op *v1alpha1.NodeOperation, now time.Time) time.Dura
 func (o *ownerNotifier) namespace(ctx context.Context, name string) metav1.Object {
 	ns := &corev1.Namespace{}
 	if err := o.reader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopping: this pass's status write fails too
+		}
 		log.FromContext(ctx).Error(err, "Reading the namespace of a pod the drain stops failed; finding its owner from the pod alone", "namespace", name)
 		return nil
 	}

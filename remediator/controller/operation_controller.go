@@ -353,7 +353,7 @@ func (r *OperationReconciler) effect(ctx context.Context, st *step, t *plan.Tran
 		stopped, blocked, err := r.Drainer.Run(ctx, t.Drain)
 		r.owners.stopped(ctx, &t.Status, stopped, unrecorded, st.in.Now)
 		t.Status.Message = plan.DrainProgress(t.Drain, blocked)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			log.FromContext(ctx).Error(err, "Evicting pods failed; retrying")
 		}
 	case plan.EffectCreatePod:

@@ -161,7 +161,9 @@ func (s *sender) sendOwed(ctx context.Context, name string) {
 				return
 			}
 			if !s.pause(ctx, &backoff) {
-				logger.Error(err, "Reading the operation to send its Slack messages failed; retried on a later pass")
+				if ctx.Err() == nil {
+					logger.Error(err, "Reading the operation to send its Slack messages failed; retried on a later pass")
+				}
 				return
 			}
 			continue
@@ -187,13 +189,21 @@ func (s *sender) sendOwed(ctx context.Context, name string) {
 			switch {
 			case apierrors.IsNotFound(err):
 				return
+			case ctx.Err() != nil:
+				return // stopping: the next leader finds what is owed
 			case apierrors.IsConflict(err) && conflicts < maxNoticeConflicts:
 				// Another writer (the reconciler, another leader): read
 				// and decide again.
 				conflicts++
+				if s.conflicts != nil {
+					s.conflicts.Inc()
+				}
+				logger.V(1).Info("Optimistic-concurrency conflict writing the Slack message claims and records; reading the operation again", "conflicts", conflicts)
 				continue
 			case !s.pause(ctx, &backoff):
-				logger.Error(err, "Writing the Slack message claims and records to the operation's status failed; a sent message may be repeated once its claim expires")
+				if ctx.Err() == nil {
+					logger.Error(err, "Writing the Slack message claims and records to the operation's status failed; a sent message may be repeated once its claim expires")
+				}
 				return
 			}
 			continue
@@ -231,7 +241,7 @@ func (s *sender) pause(ctx context.Context, b *wait.Backoff) bool {
 func (s *sender) node(ctx context.Context, name string) *corev1.Node {
 	n := &corev1.Node{}
 	if err := s.reader.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
-		if !apierrors.IsNotFound(err) {
+		if !apierrors.IsNotFound(err) && ctx.Err() == nil {
 			s.log.Error(err, "Reading the node for its issue link failed; messages go without it", "node", name)
 		}
 		return nil
@@ -242,13 +252,18 @@ func (s *sender) node(ctx context.Context, name string) *corev1.Node {
 // send posts the claimed notice n and returns it as it must be recorded:
 // Sent, or Failed when Slack refused it for good; nil when Slack failed in
 // a way worth retrying, leaving the claim to expire.
-func (s *sender) send(ctx context.Context, op *v1alpha1.NodeOperation, node *corev1.Node, n v1alpha1.OwnerNotice) *v1alpha1.OwnerNotice {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+func (s *sender) send(parent context.Context, op *v1alpha1.NodeOperation, node *corev1.Node, n v1alpha1.OwnerNotice) *v1alpha1.OwnerNotice {
+	ctx, cancel := context.WithTimeout(parent, s.timeout)
 	defer cancel()
 	to, msg := noticeMessage(op, n, issueURL(op, node))
 	pod := n.Namespace + "/" + n.Name
 	s.log.V(1).Info("Sending Slack message to a pod's owner", "nodeOperation", op.Name, "pod", pod, "podUID", n.UID, "recipient", to.String())
 	th, err := s.notifier.Post(ctx, to, nil, msg)
+	if err != nil && parent.Err() != nil {
+		// Stopping: the claim expires, and the next leader sends it.
+		s.log.V(1).Info("Slack message to a pod's owner not sent: stopping", "nodeOperation", op.Name, "pod", pod, "error", err.Error())
+		return nil
+	}
 	if err != nil {
 		s.results.WithLabelValues(notificationFailed).Inc()
 		if notify.IsPermanent(err) {

@@ -68,6 +68,9 @@ func (k *Keeper) captureStore(ctx context.Context, t *plan.Transition) *Options 
 		return nil
 	}
 	if _, err := k.store(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopping: this pass's status write fails too
+		}
 		log.FromContext(ctx).Error(err, "The capture pod gets no store: its bundle stays in the node's spool")
 		t.Events = append(t.Events, plan.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.ReasonDiagnosticsFailed, Action: "Capture",
 			Note: plan.Truncate("the diagnostics store cannot be used ("+err.Error()+"); the bundle stays in the node's spool until kubemedic diag flush", 1024)})

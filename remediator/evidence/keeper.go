@@ -196,12 +196,14 @@ func (k *Keeper) CheckSpooled(ctx context.Context, op *v1alpha1.NodeOperation) t
 	}
 	store, err := k.store(ctx)
 	if err != nil {
-		log.FromContext(ctx).Error(err, "Cannot look for a spooled diagnostics bundle in the store", "key", d.Bundle.Key)
+		if ctx.Err() == nil {
+			log.FromContext(ctx).Error(err, "Cannot look for a spooled diagnostics bundle in the store", "key", d.Bundle.Key)
+		}
 		return k.spooledRecheck()
 	}
 	ok, err := store.Exists(ctx, d.Bundle.Key, d.Bundle.Size, d.Bundle.SHA256)
 	if err != nil || !ok {
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			log.FromContext(ctx).Error(err, "Cannot look for a spooled diagnostics bundle in the store", "key", d.Bundle.Key)
 		}
 		return k.spooledRecheck()

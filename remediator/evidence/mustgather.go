@@ -64,6 +64,7 @@ func (k *Keeper) MustGather(ctx context.Context, op *v1alpha1.NodeOperation, t *
 	if !k.storeConfigured() || t.Status.Diagnostics == nil {
 		return
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, mustGatherTimeout)
 	defer cancel()
 	m := &diagnostics.MustGather{Node: op.Spec.NodeName, Operation: op.Name, Created: now}
@@ -72,6 +73,9 @@ func (k *Keeper) MustGather(ctx context.Context, op *v1alpha1.NodeOperation, t *
 	}
 	m.Files = k.gather(ctx, op.Spec.NodeName)
 	b, err := k.putMustGather(ctx, m)
+	if err != nil && parent.Err() != nil {
+		return // stopping: this pass's status write fails too
+	}
 	if err != nil {
 		log.FromContext(ctx).Error(err, "The cluster must-gather was not stored; the repair goes on")
 		t.Events = append(t.Events, plan.Event{Type: corev1.EventTypeWarning, Reason: v1alpha1.ReasonDiagnosticsFailed, Action: "Capture",

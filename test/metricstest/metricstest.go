@@ -41,3 +41,27 @@ func Value(tb testing.TB, g prometheus.Gatherer, name string, labels map[string]
 	}
 	return sum
 }
+
+// Series are the values of label in the samples of the named metric, in
+// the registry's order: which series exist, at zero too.
+func Series(tb testing.TB, g prometheus.Gatherer, name, label string) []string {
+	tb.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		tb.Fatalf("gather metrics: %v", err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label {
+					out = append(out, lp.GetValue())
+				}
+			}
+		}
+	}
+	return out
+}

@@ -35,3 +35,18 @@ func TestValue(t *testing.T) {
 		}
 	}
 }
+
+func TestSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "c_total"}, []string{"controller"})
+	reg.MustRegister(c)
+	if got := metricstest.Series(t, reg, "c_total", "controller"); len(got) != 0 {
+		t.Errorf("no series yet: got %v", got)
+	}
+	c.WithLabelValues("b")
+	c.WithLabelValues("a").Inc()
+	got := metricstest.Series(t, reg, "c_total", "controller")
+	if len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Errorf("got %v, want [a b], a zero series included", got)
+	}
+}
