@@ -74,7 +74,7 @@ bench: testbin ## Run the benchmarks
 bench-detect: ## Time whole kubemedic-detect invocations against hand-written shell plugins on large fixtures
 	go run ./test/scale/detect
 
-bench-remediator: testbin ## Measure the remediator at 5,000 kwok nodes and 100,000 pods: decision latency, peak RSS, API requests (ARGS="-steady 60s -nodes 500")
+bench-remediator: testbin ## Measure the remediator at 5,000 kwok nodes and 100,000 pods: latency beyond a condition's for, peak RSS, API server memory, API requests, error logs (ARGS="-nodes 10000 -profile /tmp/prof"; "-nodes 300 -pods-per-node 5 -steady 20s": 1 min)
 	KUBEMEDIC_TESTBIN="$$(hack/testbin.sh --print)" go run ./test/scale/remediator $(ARGS)
 
 bench-janitor: testbin ## Measure the janitor at 2,000 kwok nodes, 50,000 GPU pods and a real Prometheus: cycle time, queries per cycle, peak RSS, API writes (ARGS="-nodes 200 -pods 2000 -steady 30s")

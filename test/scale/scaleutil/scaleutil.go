@@ -55,11 +55,17 @@ func Truncate(s string, n int) string {
 // WaitPodsRunning waits until kwok has marked every pod Running: none is
 // Pending any more.
 func WaitPodsRunning(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
+	return WaitPodsRunningIn(ctx, cs, "", timeout)
+}
+
+// WaitPodsRunningIn waits until no pod of namespace ("": every namespace)
+// is Pending any more.
+func WaitPodsRunningIn(ctx context.Context, cs kubernetes.Interface, namespace string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := time.Now()
 	for {
-		list, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending", Limit: 500})
+		list, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending", Limit: 500})
 		if err == nil && len(list.Items) == 0 {
 			return nil
 		}
