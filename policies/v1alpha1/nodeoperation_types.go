@@ -145,7 +145,9 @@ type NodeOperationStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
-	// PodName is the operation pod in the kubemedic namespace.
+	// PodName is the operation pod in the kubemedic namespace. Its name
+	// comes from the operation's and is a DNS label (dots made dashes,
+	// with a hash when needed), so the pod is created once.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	PodName string `json:"podName,omitempty"`
@@ -235,8 +237,10 @@ type DiagnosticsStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Template string `json:"template,omitempty"`
-	// PodName is the capture pod in the kubemedic namespace. Its name is
-	// the operation's with "-diag", so a capture is made once.
+	// PodName is the capture pod in the kubemedic namespace. Its name
+	// comes from the operation's, "-diag" at its end, and is a DNS label
+	// (dots made dashes, with a hash when needed), so a capture is made
+	// once.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	PodName string `json:"podName,omitempty"`

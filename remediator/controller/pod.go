@@ -14,16 +14,23 @@ import (
 )
 
 // operationPod reads the operation's pod; nil when it was not created yet
-// or is gone (deleted by a reboot, say).
+// or is gone (deleted by a reboot, say). It is the one the status records,
+// once recorded: a pod made by a release that named pods otherwise is
+// still found.
 func (r *OperationReconciler) operationPod(ctx context.Context, op *v1alpha1.NodeOperation) (*corev1.Pod, error) {
-	return r.podNamed(ctx, op.Name, op.Status.PodName != "")
+	if name := op.Status.PodName; name != "" {
+		return r.podNamed(ctx, name, true)
+	}
+	return r.podNamed(ctx, plan.OperationPodName(op), false)
 }
 
 // capturePod reads the operation's capture pod; nil when it was not
-// created yet or is gone.
+// created yet or is gone. As for operationPod, the status's name first.
 func (r *OperationReconciler) capturePod(ctx context.Context, op *v1alpha1.NodeOperation) (*corev1.Pod, error) {
-	created := op.Status.Diagnostics != nil && op.Status.Diagnostics.PodName != ""
-	return r.podNamed(ctx, plan.CapturePodName(op), created)
+	if d := op.Status.Diagnostics; d != nil && d.PodName != "" {
+		return r.podNamed(ctx, d.PodName, true)
+	}
+	return r.podNamed(ctx, plan.CapturePodName(op), false)
 }
 
 // evidence is the keeper of the operation's diagnostics: r.Evidence, or,

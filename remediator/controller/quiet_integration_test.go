@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -28,6 +29,7 @@ import (
 	"github.com/kubemedic/kubemedic/internal/notify"
 	"github.com/kubemedic/kubemedic/internal/notify/notifytest"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
 	"github.com/kubemedic/kubemedic/remediator/stackhealth"
 	"github.com/kubemedic/kubemedic/test/metricstest"
 	"github.com/kubemedic/kubemedic/test/testsupport"
@@ -137,7 +139,9 @@ func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (
 // and diagnostics flush controllers, the Slack sender, the DeviceTaintRule
 // check) on a real API server, lets it remediate a node, and cancels it:
 // Start returns nil, and nothing was logged at error level, by the
-// remediator, controller-runtime or client-go.
+// remediator, controller-runtime or client-go. On the way, the operation
+// (a policy's, whose name has dots) runs a pod whose name is a DNS label,
+// and the API server warns of none.
 func TestCleanShutdownLogsNoError(t *testing.T) {
 	const ns = "kubemedic-shutdown"
 	env := apiServer(t, localcluster.Options{DRA: true}, ns)
@@ -193,6 +197,18 @@ func TestCleanShutdownLogsNoError(t *testing.T) {
 		return ops.Items[0].Status.Phase == v1alpha1.PhaseRunning
 	}, 30*time.Second, 50*time.Millisecond, "the node's operation runs")
 	require.Contains(t, opName, ".", "an operation name with dots: its pod's is a DNS label all the same")
+	got := &v1alpha1.NodeOperation{}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: opName}, got))
+	require.Equal(t, plan.OperationPodName(got), got.Status.PodName)
+	require.Empty(t, validation.IsDNS1123Label(got.Status.PodName), "pod %s", got.Status.PodName)
+	pod := &corev1.Pod{}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: got.Status.PodName}, pod), "the pod is where the status says")
+	require.Equal(t, opName, pod.OwnerReferences[0].Name)
+	// controller-runtime logs the API server's warnings; the one about the
+	// pod's hostname ("must not contain dots") came with every operation pod.
+	for _, e := range logs.Entries() {
+		require.NotContains(t, e.Msg, "hostname", "an API server warning: %s", e)
+	}
 
 	cancel()
 	select {

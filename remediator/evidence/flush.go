@@ -29,8 +29,9 @@ import (
 	"github.com/kubemedic/kubemedic/remediator/plan"
 )
 
-// FlushPodName is the flush pod of a node: one at a time per node.
-func FlushPodName(node string) string { return "kubemedic-flush-" + node }
+// FlushPodName is the flush pod of a node: one at a time per node. A DNS
+// label (plan.PodName), though node names may have dots.
+func FlushPodName(node string) string { return plan.PodName("kubemedic-flush-"+node, "") }
 
 // flushPodLabel marks flush pods (app.kubernetes.io/name).
 const flushPodLabel = "kubemedic-diagnostics-flush"

@@ -20,7 +20,8 @@ const (
 	EnvTriggerMsg    = "KUBEMEDIC_TRIGGER_MESSAGE"
 )
 
-// Build is the operation pod: the template's container on the node, owned
+// Build is the operation pod, named plan.OperationPodName: the template's
+// container on the node, owned
 // by the operation, tolerating every taint (the node is cordoned, maybe
 // quarantined or not ready, and may carry GPU taints), with the KUBEMEDIC_*
 // environment and the parameters.
@@ -69,7 +70,7 @@ func Build(op *v1alpha1.NodeOperation, tpl *v1alpha1.NodeOperationTemplate, ns s
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      op.Name,
+			Name:      plan.OperationPodName(op),
 			Namespace: ns,
 			Labels: map[string]string{
 				v1alpha1.LabelOperation:     plan.LabelValue(op.Name),

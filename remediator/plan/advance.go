@@ -401,16 +401,17 @@ func (t *transition) running() {
 		return
 	}
 	if pod == nil && t.Status.PodName == "" {
-		// The pod's name is the operation's, so a second creation fails
-		// AlreadyExists instead of running the operation twice.
+		// The pod's name comes from the operation's (OperationPodName),
+		// so a second creation fails AlreadyExists instead of running the
+		// operation twice.
 		t.Effect = EffectCreatePod
-		t.Status.PodName = op.Name
+		t.Status.PodName = OperationPodName(op)
 		if n := t.in.Node; criterion == v1alpha1.SuccessNodeRebooted && n != nil && n.Status.NodeInfo.BootID != "" {
 			// The reboot to wait for is the pod's: a boot ID that changed
 			// since admission (the fault, a long drain) must not pass for it.
 			t.Status.BootID = n.Status.NodeInfo.BootID
 		}
-		t.emit(corev1.EventTypeNormal, v1alpha1.EventPodCreated, "Run", fmt.Sprintf("created operation pod %s/%s (%s)", t.in.Namespace, op.Name, tpl.Spec.Image))
+		t.emit(corev1.EventTypeNormal, v1alpha1.EventPodCreated, "Run", fmt.Sprintf("created operation pod %s/%s (%s)", t.in.Namespace, t.Status.PodName, tpl.Spec.Image))
 	}
 	t.requeueAt(deadline)
 	if criterion == v1alpha1.SuccessNodeRebooted {

@@ -42,10 +42,6 @@ func (t *transition) captureNow() bool {
 	return true
 }
 
-// CapturePodName is the capture pod of an operation: one name, so a
-// second creation fails AlreadyExists instead of capturing twice.
-func CapturePodName(op *v1alpha1.NodeOperation) string { return op.Name + "-diag" }
-
 // capturing runs the step's capture once (Capturing): it creates the pod,
 // waits for its report within the timeout, records it, and goes on with
 // the repair whatever the result, unless the capture is required and

@@ -27,6 +27,7 @@ import (
 	"github.com/kubemedic/kubemedic/remediator/diagnostics/capture"
 	diagstore "github.com/kubemedic/kubemedic/remediator/diagnostics/store"
 	"github.com/kubemedic/kubemedic/remediator/evidence"
+	"github.com/kubemedic/kubemedic/remediator/plan"
 	"github.com/kubemedic/kubemedic/test/harness"
 	"github.com/kubemedic/kubemedic/test/testsupport"
 )
@@ -143,7 +144,7 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 		op := ops[0]
 		require.Equal(c, v1alpha1.PhaseCapturing, op.Status.Phase, describeOps(env))
 		var pod corev1.Pod
-		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: op.Name + "-diag"}, &pod))
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: plan.CapturePodName(&op)}, &pod))
 		require.Equal(c, corev1.PodRunning, pod.Status.Phase)
 		return &op, &pod
 	}
@@ -151,7 +152,7 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 	var pod *corev1.Pod
 	require.EventuallyWithT(t, func(c *assert.CollectT) { op, pod = capturePod(c, captured) }, 30*time.Second, 200*time.Millisecond)
 	require.True(t, getNode(t, env, captured).Spec.Unschedulable, "cordoned before the capture")
-	require.False(t, podExists(t, env, opNamespace, op.Name), "no operation pod before the capture ends")
+	require.False(t, podExists(t, env, opNamespace, plan.OperationPodName(op)), "no operation pod before the capture ends")
 	require.Equal(t, captured, pod.Spec.NodeName)
 	for _, e := range pod.Spec.Containers[0].Env {
 		require.NotContains(t, e.Value, s3.SecretKey, "credentials only by secretKeyRef")
@@ -176,7 +177,7 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 	// Several passes of the new remediator: never a second capture pod,
 	// and the operation still waits for the first one.
 	require.Never(t, func() bool { return capturePods() != 1 }, 2*time.Second, 100*time.Millisecond, "one capture pod across the restart")
-	require.Equal(t, op.Name+"-diag", getOp(t, env, op.Name).Status.Diagnostics.PodName)
+	require.Equal(t, plan.CapturePodName(op), getOp(t, env, op.Name).Status.Diagnostics.PodName)
 
 	root := fakeHostRoot(t)
 	report := playCapture(t, env, pod, root)
@@ -198,7 +199,7 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 	d := done.Status.Diagnostics
 	require.NotNil(t, d)
 	require.Equal(t, report.Result, d.Result)
-	require.Equal(t, op.Name+"-diag", d.PodName)
+	require.Equal(t, plan.CapturePodName(op), d.PodName)
 	b := d.Bundle
 	require.NotNil(t, b)
 	require.Equal(t, captured+"/"+op.Name+".tar.gz", b.Key)
@@ -258,7 +259,7 @@ func TestDiagnosticsBeforeRepair(t *testing.T) {
 	}, 40*time.Second, 200*time.Millisecond)
 	require.Contains(t, hungOp.Status.Diagnostics.Message, "no report after 6s")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		require.False(c, podExists(c, env, opNamespace, hungOp.Name+"-diag"), "the hung capture pod is deleted")
+		require.False(c, podExists(c, env, opNamespace, plan.CapturePodName(hungOp)), "the hung capture pod is deleted")
 	}, 10*time.Second, 200*time.Millisecond)
 }
 
@@ -298,7 +299,7 @@ func TestSpooledBundleReachesTheStoreLater(t *testing.T) {
 		require.Len(c, ops, 1)
 		op = &ops[0]
 		require.Equal(c, v1alpha1.PhaseCapturing, op.Status.Phase, describeOps(env))
-		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: op.Name + "-diag"}, &pod))
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: plan.CapturePodName(op)}, &pod))
 		require.Equal(c, corev1.PodRunning, pod.Status.Phase)
 	}, 30*time.Second, 200*time.Millisecond)
 	root := fakeHostRoot(t)
@@ -457,7 +458,7 @@ func TestCaptureWithoutTheStoreSecret(t *testing.T) {
 		ops := opsOnNode(c, env, node)
 		require.Len(c, ops, 1)
 		op = ops[0]
-		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: op.Name + "-diag"}, &pod))
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: plan.CapturePodName(&op)}, &pod))
 	}, 30*time.Second, 200*time.Millisecond)
 	for _, e := range pod.Spec.Containers[0].Env {
 		require.NotEqual(t, diagnostics.EnvEndpoint, e.Name, "no store for the pod")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
 )
 
 // gpuLostPolicy acts on GPULost with one drain-and-run step.
@@ -131,7 +132,7 @@ func TestGPULostLifecycle(t *testing.T) {
 	}, 30*time.Second, 200*time.Millisecond)
 	require.False(t, podExists(t, env, "train", "db-"+healthy))
 	pod := &corev1.Pod{}
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: op.Name}, pod))
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: plan.OperationPodName(&op)}, pod))
 	require.Equal(t, healthy, pod.Spec.NodeName)
 	require.Equal(t, corev1.PodSucceeded, pod.Status.Phase)
 	require.Equal(t, op.Name, pod.OwnerReferences[0].Name)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
 )
 
 // Acceptance test 6 of the remediator: maintenance windows, node cooldown,
@@ -241,7 +242,7 @@ func TestLimitsMaintenanceWindow(t *testing.T) {
 	uop := limNewOp(t, env, urgent)
 	require.True(t, uop.Spec.Urgent)
 	limWaitPhase(t, env, uop.Name, v1alpha1.PhaseVerifying)
-	require.Equal(t, []string{uop.Name}, limOpPods(t, env, urgent))
+	require.Equal(t, []string{plan.OperationPodName(&uop)}, limOpPods(t, env, urgent))
 	limRecover(t, env, urgent)
 	limWaitPhase(t, env, uop.Name, v1alpha1.PhaseSucceeded)
 
@@ -251,7 +252,7 @@ func TestLimitsMaintenanceWindow(t *testing.T) {
 	require.Nil(t, o.Status.StartTime)
 	limRequireUntouched(t, env, held)
 	require.Empty(t, touched())
-	require.False(t, podExists(t, env, opNamespace, op.Name), "no operation pod for the held operation")
+	require.False(t, podExists(t, env, opNamespace, plan.OperationPodName(&op)), "no operation pod for the held operation")
 }
 
 // TestLimitsNodeCooldown: after an operation on a node ends, a new episode
@@ -282,7 +283,7 @@ func TestLimitsNodeCooldown(t *testing.T) {
 	require.Contains(t, limOp(t, env, second.Name).Status.Message, until)
 	n := getNode(t, env, node)
 	require.False(t, n.Spec.Unschedulable)
-	require.Equal(t, []string{first.Name}, limOpPods(t, env, node), "no pod for the waiting operation")
+	require.Equal(t, []string{plan.OperationPodName(first)}, limOpPods(t, env, node), "no pod for the waiting operation")
 }
 
 // TestLimitsAttemptCapQuarantine: with an attempt cap of one operation an
@@ -319,7 +320,7 @@ func TestLimitsAttemptCapQuarantine(t *testing.T) {
 	}
 	require.NotNil(t, taint, "taints: %v", n.Spec.Taints)
 	require.Equal(t, corev1.TaintEffectNoSchedule, taint.Effect)
-	require.Equal(t, []string{first.Name}, limOpPods(t, env, node), "no pod for the skipped operation")
+	require.Equal(t, []string{plan.OperationPodName(first)}, limOpPods(t, env, node), "no pod for the skipped operation")
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		require.Contains(c, eventReasons(c, env, "NodeOperation", second.Name), v1alpha1.ReasonAttemptCapReached)
@@ -499,7 +500,7 @@ func TestLimitsManualOperationBudget(t *testing.T) {
 	require.NotNil(t, cordoned, "the manual operation cordoned")
 	require.Equal(t, metav1.ConditionTrue, cordoned.Status)
 	pod := &corev1.Pod{}
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: manual.Name}, pod))
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: plan.OperationPodName(manual)}, pod))
 	require.Equal(t, planned, pod.Spec.NodeName)
 	require.Equal(t, corev1.PodSucceeded, pod.Status.Phase)
 	n := getNode(t, env, planned)

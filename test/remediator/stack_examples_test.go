@@ -14,6 +14,7 @@ import (
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
 )
 
 // applyExamples creates the shipped example policies and templates of the
@@ -90,7 +91,7 @@ func TestStackExamplesAct(t *testing.T) {
 			require.False(c, ops[0].Spec.DryRun)
 			require.Equal(c, v1alpha1.PhaseRunning, ops[0].Status.Phase, describeOps(env))
 			pod := &corev1.Pod{}
-			require.NoError(c, env.Client.Get(context.Background(), client.ObjectKey{Namespace: opNamespace, Name: ops[0].Name}, pod), "the operation pod runs")
+			require.NoError(c, env.Client.Get(context.Background(), client.ObjectKey{Namespace: opNamespace, Name: plan.OperationPodName(&ops[0])}, pod), "the operation pod runs")
 		}, 40*time.Second, 200*time.Millisecond)
 	}
 	setCondition(t, env, stuck, v1alpha1.ConditionPodsStuckTerminating, corev1.ConditionTrue, v1alpha1.ReasonPodsStuckTerminating,
