@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/devicetaint"
@@ -114,7 +113,9 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 // repair in progress (bounded by maxConcurrent) or whose newest finished
 // operation failed (a ladder escalates or quarantines next, so few).
 type objectCollector struct {
-	reader          client.Reader
+	reader client.Reader
+	// nodes lists the cached nodes without copying them; nil: through reader.
+	nodes           NodeLister
 	operations      *prometheus.Desc
 	quarantined     *prometheus.Desc
 	nodeQuarantined *prometheus.Desc
@@ -164,13 +165,12 @@ func (c *objectCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	var nodes corev1.NodeList
-	if err := c.reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err == nil {
+	if nodes, err := nodesOf(ctx, c.nodes, c.reader); err == nil {
 		n := 0
-		for i := range nodes.Items {
-			if plan.Quarantined(&nodes.Items[i]) {
+		for _, node := range nodes {
+			if plan.Quarantined(node) {
 				n++
-				ch <- prometheus.MustNewConstMetric(c.nodeQuarantined, prometheus.GaugeValue, 1, nodes.Items[i].Name)
+				ch <- prometheus.MustNewConstMetric(c.nodeQuarantined, prometheus.GaugeValue, 1, node.Name)
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(c.quarantined, prometheus.GaugeValue, float64(n))

@@ -36,6 +36,9 @@ type OperationReconciler struct {
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
 	Metrics  *Metrics
+	// Nodes lists the cached nodes without copying them (CachedNodes);
+	// nil: a List through Client.
+	Nodes NodeLister
 	// Drainer evicts and deletes pods for the drain (an *evict.Evictor,
 	// whose client does not wait out a disruption budget's Retry-After
 	// inside one call).
@@ -305,7 +308,7 @@ func (r *OperationReconciler) admission(ctx context.Context, st *step) error {
 	if err != nil {
 		return err
 	}
-	nodes, ops, err := listNodesAndOps(ctx, r.Client)
+	nodes, ops, err := listNodesAndOps(ctx, r.Client, r.Nodes)
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,9 @@ type PolicyReconciler struct {
 	Recorder events.EventRecorder
 	Clock    clock.PassiveClock
 	Metrics  *Metrics
+	// Nodes lists the cached nodes without copying them (CachedNodes);
+	// nil: a List through Client.
+	Nodes NodeLister
 }
 
 var _ reconcile.Reconciler = &PolicyReconciler{}
@@ -103,7 +106,7 @@ func (r *PolicyReconciler) reconcile(ctx context.Context, pol *v1alpha1.Remediat
 	if err != nil {
 		return ctrl.Result{}, out, err
 	}
-	nodes, ops, err := listNodesAndOps(ctx, r.Client)
+	nodes, ops, err := listNodesAndOps(ctx, r.Client, r.Nodes)
 	if err != nil {
 		return ctrl.Result{}, out, err
 	}
@@ -201,26 +204,22 @@ func compiledPolicies(ctx context.Context, c client.Reader) ([]*plan.Policy, err
 	return out, nil
 }
 
-// listNodesAndOps lists nodes and operations from the cache without copying;
-// the objects must not be changed.
-func listNodesAndOps(ctx context.Context, c client.Reader) ([]*corev1.Node, []*v1alpha1.NodeOperation, error) {
-	var nl corev1.NodeList
-	if err := c.List(ctx, &nl, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, fmt.Errorf("list nodes: %w", err)
+// listNodesAndOps lists nodes (through nodes when set) and operations from
+// the cache without copying; the objects must not be changed.
+func listNodesAndOps(ctx context.Context, c client.Reader, nodes NodeLister) ([]*corev1.Node, []*v1alpha1.NodeOperation, error) {
+	ns, err := nodesOf(ctx, nodes, c)
+	if err != nil {
+		return nil, nil, err
 	}
 	var ol v1alpha1.NodeOperationList
 	if err := c.List(ctx, &ol, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("list operations: %w", err)
 	}
-	nodes := make([]*corev1.Node, len(nl.Items))
-	for i := range nl.Items {
-		nodes[i] = &nl.Items[i]
-	}
 	ops := make([]*v1alpha1.NodeOperation, len(ol.Items))
 	for i := range ol.Items {
 		ops[i] = &ol.Items[i]
 	}
-	return nodes, ops, nil
+	return ns, ops, nil
 }
 
 func templateNames(ctx context.Context, c client.Reader) (map[string]bool, error) {

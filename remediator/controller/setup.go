@@ -90,7 +90,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	recorder := mgr.GetEventRecorder(opts.Name)
 	c := mgr.GetClient()
 
-	pr := &PolicyReconciler{Client: c, Recorder: recorder, Clock: opts.Clock, Metrics: m}
+	nodes := CachedNodes(mgr.GetCache())
+	m.objects.nodes = nodes
+	pr := &PolicyReconciler{Client: c, Recorder: recorder, Clock: opts.Clock, Metrics: m, Nodes: nodes}
 	allPolicies := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return policyRequests(ctx, c)
 	})
@@ -146,7 +148,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Machines: &rung.Provider{Client: c, Reader: mgr.GetAPIReader(), Namespace: opts.Namespace, Clock: opts.Clock},
 		DRA:      dra,
 		Drainer:  evictor,
-		Client:   c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m,
+		Client:   c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m, Nodes: nodes,
 		Namespace: opts.Namespace, Retention: opts.Retention, Evidence: keeper,
 		ledger: &ledger{client: c, reader: mgr.GetAPIReader(), namespace: opts.Namespace},
 		owners: owners,

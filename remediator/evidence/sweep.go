@@ -60,8 +60,10 @@ func (k *Keeper) sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Read, never changed: no deep copy of every node (about 75 MB at
+	// 10,000 nodes).
 	var nodes corev1.NodeList
-	if err := k.Client.List(ctx, &nodes); err != nil {
+	if err := k.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list nodes: %w", err)
 	}
 	quarantined := map[string]bool{}
