@@ -20,7 +20,10 @@ const (
 	labelGPUCount        = "nvidia.com/gpu.count"
 	labelMIGStrategy     = "nvidia.com/mig.strategy"
 	resourceGPU          = corev1.ResourceName("nvidia.com/gpu")
-	resourceNVIDIAPrefix = "nvidia.com/"
+	// ResourceNVIDIAPrefix begins every GPU resource kubemedic reads from a
+	// node's capacity and allocatable (nvidia.com/gpu, nvidia.com/mig-*);
+	// the remediator's cache keeps no other.
+	ResourceNVIDIAPrefix = "nvidia.com/"
 )
 
 // Label values of nvidia.com/mig.strategy under which the whole-GPU count of
@@ -61,7 +64,7 @@ func Verify(op *v1alpha1.NodeOperation, n *corev1.Node, now time.Time) Verificat
 	}
 	if gpuOperation(op) && !gpuEvidence(n) {
 		return Verification{Unknown: true, Message: fmt.Sprintf("node %s shows no GPUs: no %s* capacity or allocatable and no %s label, so the GPU repair cannot be verified",
-			n.Name, resourceNVIDIAPrefix, labelGPUCount)}
+			n.Name, ResourceNVIDIAPrefix, labelGPUCount)}
 	}
 	var passed []string
 	healthyFor := time.Duration(0)
@@ -134,7 +137,7 @@ func gpuEvidence(n *corev1.Node) bool {
 	}
 	for _, l := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
 		for name := range l {
-			if strings.HasPrefix(string(name), resourceNVIDIAPrefix) {
+			if strings.HasPrefix(string(name), ResourceNVIDIAPrefix) {
 				return true
 			}
 		}
@@ -164,7 +167,7 @@ func driverAsks(op *v1alpha1.NodeOperation, n *corev1.Node) string {
 // gpusShort says which GPU resource is short, or "" when none is.
 func gpusShort(n *corev1.Node) string {
 	for name, capacity := range n.Status.Capacity {
-		if !strings.HasPrefix(string(name), resourceNVIDIAPrefix) {
+		if !strings.HasPrefix(string(name), ResourceNVIDIAPrefix) {
 			continue
 		}
 		alloc := n.Status.Allocatable[name]
