@@ -14,19 +14,23 @@ import (
 )
 
 func TestRequeueAfter(t *testing.T) {
-	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	start := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	now := start.Add(40 * time.Millisecond) // the pass took 40 ms
 	for _, tc := range []struct {
 		desc string
 		next time.Time
 		want time.Duration
 	}{
 		{"a for that runs out in 7 ms is looked at then, not a second later", now.Add(7 * time.Millisecond), 7 * time.Millisecond},
+		{"counted from the pass's end, not its start", start.Add(100 * time.Millisecond), 60 * time.Millisecond},
 		{"an hour ahead", now.Add(time.Hour), time.Hour},
-		{"come already: a second, never a loop", now, time.Second},
-		{"past", now.Add(-time.Minute), time.Second},
+		{"came while the pass ran: at once", start.Add(10 * time.Millisecond), time.Millisecond},
+		{"came as the pass ended: at once", now, time.Millisecond},
+		{"had come when the pass began: a second, never a loop", start, time.Second},
+		{"long past", start.Add(-time.Minute), time.Second},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			require.Equal(t, tc.want, requeueAfter(tc.next, now))
+			require.Equal(t, tc.want, requeueAfter(tc.next, start, now))
 		})
 	}
 }
