@@ -422,6 +422,9 @@ func run(ctx context.Context, c config) error {
 	if err := latency(ctx, env, cs, rem, names, c, rep); err != nil {
 		return err
 	}
+	if err := floor(ctx, env, c.burstSize(), rep); err != nil {
+		return err
+	}
 
 	// Memory at the end.
 	end, err := rem.memory(ctx)
