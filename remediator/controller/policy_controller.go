@@ -192,6 +192,10 @@ func (r *PolicyReconciler) create(ctx context.Context, pol *v1alpha1.Remediation
 	case apierrors.IsAlreadyExists(err):
 		logger.V(2).Info("Operation exists already")
 		return
+	case err != nil && ctx.Err() != nil:
+		// The shutdown: the next leader's pass creates it.
+		logger.V(1).Info("Creating operation ended by the shutdown", "error", err.Error())
+		return
 	case err != nil:
 		logger.Error(err, "Creating operation failed")
 		r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, v1alpha1.EventCreateFailed, "Create", "create operation %s for node %s: %v", op.Name, op.Spec.NodeName, err)
