@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -120,11 +121,21 @@ func (r *OperationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // emit records the Events on the operation and, when it exists, its node.
 func (r *OperationReconciler) emit(op *v1alpha1.NodeOperation, node *corev1.Node, events []plan.Event) {
 	for _, e := range events {
-		r.Recorder.Eventf(op, node, e.Type, e.Reason, e.Action, "%s", e.Note)
+		r.Recorder.Eventf(op, related(node), e.Type, e.Reason, e.Action, "%s", e.Note)
 		if node != nil {
 			r.Recorder.Eventf(node, op, e.Type, e.Reason, e.Action, "%s: %s", op.Name, e.Note)
 		}
 	}
+}
+
+// related is node as an Event's related object: none when node is nil. A
+// nil *corev1.Node in the interface panics the recorder (an operation on a
+// node that does not exist, test/scale/remediator's floor).
+func related(node *corev1.Node) runtime.Object {
+	if node == nil {
+		return nil
+	}
+	return node
 }
 
 // advanced is what the steps of one pass leave to do once the status is

@@ -202,7 +202,7 @@ func (r *PolicyReconciler) create(ctx context.Context, pol *v1alpha1.Remediation
 		return
 	}
 	note := fmt.Sprintf("created %s: %s", op.Name, op.Spec.Reason)
-	r.Recorder.Eventf(op, node, corev1.EventTypeNormal, v1alpha1.EventOperationCreated, "Create", "%s", note)
+	r.Recorder.Eventf(op, related(node), corev1.EventTypeNormal, v1alpha1.EventOperationCreated, "Create", "%s", note)
 	if node != nil {
 		r.Recorder.Eventf(node, op, corev1.EventTypeNormal, v1alpha1.EventOperationCreated, "Create", "%s", note)
 	}
