@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"os"
+	"reflect"
 	"testing"
 	"unsafe"
 
@@ -65,6 +66,8 @@ func TestStripNode(t *testing.T) {
 	require.True(t, same(n.Labels["nvidia.com/gpu.product"], n2.Labels["nvidia.com/gpu.product"]), "label value")
 	require.True(t, same(n.Status.Conditions[0].Message, n2.Status.Conditions[0].Message), "condition message")
 	require.True(t, same(string(n.Status.Conditions[0].Type), string(n2.Status.Conditions[0].Type)), "condition type")
+	require.Equal(t, reflect.ValueOf(n.Status.Allocatable).Pointer(), reflect.ValueOf(n2.Status.Allocatable).Pointer(), "equal GPU resources are one map")
+	require.NotEqual(t, reflect.ValueOf(n.Status.Capacity).Pointer(), reflect.ValueOf(n2.Status.Capacity).Pointer(), "the first node has a MIG resource more")
 	require.False(t, same(n.Labels["kubernetes.io/hostname"], n2.Labels["kubernetes.io/hostname"]))
 	require.Equal(t, "gpu-node-001", n2.Labels["kubernetes.io/hostname"])
 

@@ -17,8 +17,8 @@ import (
 )
 
 // floorInFlight is how many creates the floor keeps in flight: the policy
-// reconciler's createParallelism.
-const floorInFlight = 16
+// reconciler's createParallelism (remediator/controller).
+const floorInFlight = 64
 
 // floor measures what the API server alone costs the burst: this program
 // creates n NodeOperations at once, floorInFlight in flight as the policy
