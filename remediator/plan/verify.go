@@ -17,9 +17,9 @@ import (
 // stackhealth.LabelMIGStrategy name the same labels; the planner may not
 // import that package).
 const (
-	labelGPUCount        = "nvidia.com/gpu.count"
-	labelMIGStrategy     = "nvidia.com/mig.strategy"
-	resourceGPU          = corev1.ResourceName("nvidia.com/gpu")
+	labelGPUCount    = "nvidia.com/gpu.count"
+	labelMIGStrategy = "nvidia.com/mig.strategy"
+	resourceGPU      = corev1.ResourceName("nvidia.com/gpu")
 	// ResourceNVIDIAPrefix begins every GPU resource kubemedic reads from a
 	// node's capacity and allocatable (nvidia.com/gpu, nvidia.com/mig-*);
 	// the remediator's cache keeps no other.
