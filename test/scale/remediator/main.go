@@ -148,6 +148,7 @@ type config struct {
 	stackPods          bool
 	runWorkload        bool
 	profileDir         string
+	gomemlimit         string
 }
 
 func main() {
@@ -166,6 +167,7 @@ func main() {
 		"--stack-health=true and the default options (period 30s), reporting the first pass, API requests and node-status writes per pass, and peak RSS of both")
 	flag.BoolVar(&c.stackPods, "stack-pods", true, "with -stack-health: one device plugin and one dcgm-exporter pod per node (the GPU Operator's default labels)")
 	flag.BoolVar(&c.runWorkload, "run-workload", false, "have kwok mark the workload pods Running too (16 parallel pod Stages); by default they stay bound and Pending, which the remediator does not read")
+	flag.StringVar(&c.gomemlimit, "gomemlimit", "", "the remediator's GOMEMLIMIT (e.g. 180MiB, as deploy/remediator/deployment.yaml sets); empty: unset, the runtime's default")
 	flag.StringVar(&c.profileDir, "profile", "", "directory for the remediator's heap profiles (settled, end) and the burst's CPU profile and runtime trace (--pprof-bind-address)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -351,7 +353,7 @@ func run(ctx context.Context, c config) error {
 
 	if c.stackHealth {
 		// The baseline: the same remediator without the checks.
-		rem, err := startRemediator(ctx, c.bin, env.Kubeconfig, work, "kubemedic-remediator-baseline", "", "--stack-health=false")
+		rem, err := startRemediator(ctx, c.bin, env.Kubeconfig, work, "kubemedic-remediator-baseline", "", c.gomemlimit, "--stack-health=false")
 		if err != nil {
 			return err
 		}
@@ -374,7 +376,7 @@ func run(ctx context.Context, c config) error {
 	}
 
 	// The remediator, as its own process.
-	rem, err := startRemediator(ctx, c.bin, env.Kubeconfig, work, "kubemedic-remediator", c.profileDir, fmt.Sprintf("--stack-health=%t", c.stackHealth))
+	rem, err := startRemediator(ctx, c.bin, env.Kubeconfig, work, "kubemedic-remediator", c.profileDir, c.gomemlimit, fmt.Sprintf("--stack-health=%t", c.stackHealth))
 	if err != nil {
 		return err
 	}
@@ -399,7 +401,11 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	rep.add("memory", "remediator pid %d; VmHWM at /readyz %s", rem.pid(), scaleutil.MiB(hwmAtReady))
+	limit := c.gomemlimit
+	if limit == "" {
+		limit = "unset"
+	}
+	rep.add("memory", "remediator pid %d, GOMEMLIMIT %s; VmHWM at /readyz %s", rem.pid(), limit, scaleutil.MiB(hwmAtReady))
 	rep.add("", "settled (/readyz + %s): %s", settle, settled)
 	if c.profileDir != "" {
 		path := filepath.Join(c.profileDir, "heap-settled.pb.gz")

@@ -29,8 +29,9 @@ type remediator struct {
 }
 
 // startRemediator starts bin as name, logging to dir/name.log, with pprof
-// on a free port when profileDir is set.
-func startRemediator(ctx context.Context, bin, kubeconfig, dir, name, profileDir string, extra ...string) (*remediator, error) {
+// on a free port when profileDir is set and GOMEMLIMIT=gomemlimit (empty:
+// the runtime's default, no limit).
+func startRemediator(ctx context.Context, bin, kubeconfig, dir, name, profileDir, gomemlimit string, extra ...string) (*remediator, error) {
 	addr := func() (string, error) {
 		port, err := localcluster.FreePort()
 		if err != nil {
@@ -64,6 +65,7 @@ func startRemediator(ctx context.Context, bin, kubeconfig, dir, name, profileDir
 		Name:        name,
 		Path:        bin,
 		Args:        append(args, extra...),
+		Env:         []string{"GOMEMLIMIT=" + gomemlimit},
 		LogPath:     filepath.Join(dir, name+".log"),
 		StopTimeout: 10 * time.Second,
 	})
