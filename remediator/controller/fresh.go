@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -36,5 +37,33 @@ func awaitOwnWrite(ctx context.Context, c client.Reader, obj client.Object, was 
 	})
 	if err != nil && ctx.Err() == nil {
 		log.FromContext(ctx).V(1).Info("The cache has not shown our write yet", "object", key, "wrote", obj.GetResourceVersion(), "err", err)
+	}
+}
+
+// awaitCached waits until the cache holds each of objs (nil entries are
+// skipped): objects the caller has just created, which its next pass must
+// see. Like awaitOwnWrite, a timeout or an error only ends the wait.
+func awaitCached(ctx context.Context, c client.Reader, objs []client.Object) {
+	ctx, cancel := context.WithTimeout(ctx, cacheCatchUp)
+	defer cancel()
+	for _, obj := range objs {
+		if obj == nil {
+			continue
+		}
+		probe := obj.DeepCopyObject().(client.Object)
+		key := client.ObjectKeyFromObject(obj)
+		err := wait.PollUntilContextCancel(ctx, 2*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, key, probe)
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return true, err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				log.FromContext(ctx).V(1).Info("The cache has not shown our create yet", "object", key, "err", err)
+			}
+			return
+		}
 	}
 }

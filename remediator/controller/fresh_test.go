@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -83,4 +85,35 @@ func TestAwaitOwnWrite(t *testing.T) {
 		require.Less(t, time.Since(start), cacheCatchUp)
 		require.Greater(t, c.gets, 1)
 	})
+}
+
+// notYetCache answers NotFound for the first misses Gets.
+type notYetCache struct {
+	client.Reader
+	misses, gets int
+}
+
+func (c *notYetCache) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	c.gets++
+	if c.gets <= c.misses {
+		return apierrors.NewNotFound(schema.GroupResource{Group: "kubemedic.io", Resource: "nodeoperations"}, key.Name)
+	}
+	return nil
+}
+
+func TestAwaitCached(t *testing.T) {
+	op := func(name string) client.Object {
+		return &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	c := &notYetCache{misses: 3}
+	awaitCached(context.Background(), c, []client.Object{op("a"), nil, op("b")})
+	require.Equal(t, 5, c.gets, "a: 3 misses then found; the nil entry skipped; b: found at once")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	never := &notYetCache{misses: 1 << 30}
+	start := time.Now()
+	awaitCached(ctx, never, []client.Object{op("a"), op("b")})
+	require.Less(t, time.Since(start), time.Second, "ends with its context")
+	require.Greater(t, never.gets, 1)
 }
