@@ -428,7 +428,7 @@ func run(ctx context.Context, c config) error {
 	if err := latency(ctx, env, cs, rem, names, c, rep); err != nil {
 		return err
 	}
-	if err := floor(ctx, env, c.burstSize(), rep); err != nil {
+	if err := floor(ctx, env, cs, names, c.burstSize(), c.forDur, rep); err != nil {
 		return err
 	}
 
