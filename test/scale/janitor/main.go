@@ -54,7 +54,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"debug/buildinfo"
@@ -341,7 +340,7 @@ scrape_configs:
 		return err
 	}
 	scaleutil.Logf("prometheus: %.0f of %d series have at least 90%% of a window's samples", n, c.pods)
-	promRSS, _ := procStatus(prom.PID(), "VmRSS")
+	promRSS, _ := scaleutil.ProcStatus(prom.PID(), "VmRSS")
 	rep.add("prometheus", "%.0f of %d series with >= 90%% of the %s window's samples before the janitor started; Prometheus RSS %s",
 		n, c.pods, c.window, scaleutil.MiB(promRSS))
 
@@ -356,7 +355,7 @@ scrape_configs:
 		return err
 	}
 	firstTook := time.Since(t0)
-	hwmFirst, _ := procStatus(jan.pid(), "VmHWM")
+	hwmFirst, _ := scaleutil.ProcStatus(jan.pid(), "VmHWM")
 	firstCycle := ""
 	if cy := jan.cycles(0, -1); len(cy) > 0 {
 		firstCycle = fmt.Sprintf("; the first cycle took %s (%d GPU pods, %d queries)", ms(cy[0].took), cy[0].pods, cy[0].queries)
@@ -389,11 +388,11 @@ scrape_configs:
 		}
 	}
 
-	hwm, err := procStatus(jan.pid(), "VmHWM")
+	hwm, err := scaleutil.ProcStatus(jan.pid(), "VmHWM")
 	if err != nil {
 		return err
 	}
-	rss, _ := procStatus(jan.pid(), "VmRSS")
+	rss, _ := scaleutil.ProcStatus(jan.pid(), "VmRSS")
 	m, err := jan.metrics(ctx)
 	if err != nil {
 		return err
@@ -1106,7 +1105,7 @@ func (j *janitor) waitCycles(ctx context.Context, n int, timeout time.Duration) 
 		}
 		if time.Since(last) > 15*time.Second {
 			last = time.Now()
-			hwm, _ := procStatus(j.pid(), "VmHWM")
+			hwm, _ := scaleutil.ProcStatus(j.pid(), "VmHWM")
 			scaleutil.Logf("janitor: %.0f of %d cycles done; VmHWM %s", got, n, scaleutil.MiB(hwm))
 		}
 		select {
@@ -1200,27 +1199,6 @@ func (j *janitor) logErrors() (int, string) {
 	return n, first
 }
 
-// procStatus returns a "kB" field of /proc/<pid>/status in bytes.
-func procStatus(pid int, field string) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || k != field {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/status %s: %w", pid, field, err)
-		}
-		return kb << 10, nil
-	}
-	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
-}
 
 // cpuTime is the process' user+system CPU time.
 func cpuTime(pid int) (time.Duration, error) {

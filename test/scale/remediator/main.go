@@ -370,7 +370,7 @@ func run(ctx context.Context, c config) error {
 			rem.stop()
 			return err
 		}
-		hwm, _ := procStatus(rem.pid(), "VmHWM")
+		hwm, _ := scaleutil.ProcStatus(rem.pid(), "VmHWM")
 		rep.add("without checks", "remediator --stack-health=false: VmHWM (peak RSS) %s", scaleutil.MiB(hwm))
 		rem.stop()
 	}
@@ -392,7 +392,7 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 	}
-	hwmAtReady, _ := procStatus(rem.pid(), "VmHWM")
+	hwmAtReady, _ := scaleutil.ProcStatus(rem.pid(), "VmHWM")
 	scaleutil.Logf("remediator (pid %d) ready in %s, VmHWM %s; settling for %s", rem.pid(), readyTook.Round(time.Millisecond), scaleutil.MiB(hwmAtReady), settle)
 	if err := scaleutil.Sleep(ctx, settle); err != nil {
 		return err
@@ -447,8 +447,8 @@ func run(ctx context.Context, c config) error {
 		rep.add("profile", "heap at the end (after a GC): %s", path)
 	}
 	for _, p := range controlPlaneProcs(env) {
-		rss, err1 := procStatus(p.pid, "VmRSS")
-		hwm, err2 := procStatus(p.pid, "VmHWM")
+		rss, err1 := scaleutil.ProcStatus(p.pid, "VmRSS")
+		hwm, err2 := scaleutil.ProcStatus(p.pid, "VmHWM")
 		if err := errors.Join(err1, err2); err != nil {
 			rep.add("", "%s (pid %d): %v", p.name, p.pid, err)
 			continue

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -83,27 +82,6 @@ func (r *remediator) waitReady(ctx context.Context, timeout time.Duration) error
 
 func (r *remediator) stop() { _ = r.proc.Stop() }
 
-// procStatus returns a "kB" field of /proc/<pid>/status in bytes.
-func procStatus(pid int, field string) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || k != field {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/status %s: %w", pid, field, err)
-		}
-		return kb << 10, nil
-	}
-	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
-}
 
 // memoryUse is the remediator's memory at one moment.
 type memoryUse struct {
@@ -119,10 +97,10 @@ func (m memoryUse) String() string {
 func (r *remediator) memory(ctx context.Context) (memoryUse, error) {
 	var m memoryUse
 	var err error
-	if m.hwm, err = procStatus(r.pid(), "VmHWM"); err != nil {
+	if m.hwm, err = scaleutil.ProcStatus(r.pid(), "VmHWM"); err != nil {
 		return m, err
 	}
-	if m.rss, err = procStatus(r.pid(), "VmRSS"); err != nil {
+	if m.rss, err = scaleutil.ProcStatus(r.pid(), "VmRSS"); err != nil {
 		return m, err
 	}
 	s, err := r.metrics(ctx)

@@ -4,10 +4,13 @@
 package scaleutil
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,4 +93,26 @@ func WaitPodsRunningIn(ctx context.Context, cs kubernetes.Interface, namespace s
 // Logf prints a progress line with the seconds since Begin.
 func Logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%7.1fs] %s\n", time.Since(Begin).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// ProcStatus returns a "kB" field of /proc/<pid>/status in bytes.
+func ProcStatus(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || k != field {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/status %s: %w", pid, field, err)
+		}
+		return kb << 10, nil
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
 }
