@@ -1199,7 +1199,6 @@ func (j *janitor) logErrors() (int, string) {
 	return n, first
 }
 
-
 // cpuTime is the process' user+system CPU time.
 func cpuTime(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

@@ -82,7 +82,6 @@ func (r *remediator) waitReady(ctx context.Context, timeout time.Duration) error
 
 func (r *remediator) stop() { _ = r.proc.Stop() }
 
-
 // memoryUse is the remediator's memory at one moment.
 type memoryUse struct {
 	rss, hwm, resident, heapInuse, heapLive int64
