@@ -784,11 +784,11 @@ func steadyState(ctx context.Context, c config, jan *janitor, prom *harness.Prom
 	if err != nil {
 		return err
 	}
-	cpuBefore, err := cpuTime(jan.pid())
+	cpuBefore, err := scaleutil.CPUTime(jan.pid())
 	if err != nil {
 		return err
 	}
-	promCPUBefore, err := cpuTime(prom.PID())
+	promCPUBefore, err := scaleutil.CPUTime(prom.PID())
 	if err != nil {
 		return err
 	}
@@ -797,11 +797,11 @@ func steadyState(ctx context.Context, c config, jan *janitor, prom *harness.Prom
 		return err
 	}
 	logTo := jan.logSize()
-	promCPUAfter, err := cpuTime(prom.PID())
+	promCPUAfter, err := scaleutil.CPUTime(prom.PID())
 	if err != nil {
 		return err
 	}
-	cpuAfter, err := cpuTime(jan.pid())
+	cpuAfter, err := scaleutil.CPUTime(jan.pid())
 	if err != nil {
 		return err
 	}
@@ -1197,24 +1197,6 @@ func (j *janitor) logErrors() (int, string) {
 		}
 	}
 	return n, first
-}
-
-// cpuTime is the process' user+system CPU time.
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks, nil
 }
 
 // metrics is a scraped text exposition.

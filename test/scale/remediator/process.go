@@ -113,22 +113,7 @@ func (r *remediator) memory(ctx context.Context) (memoryUse, error) {
 }
 
 // cpuTime is the remediator's user+system CPU time.
-func (r *remediator) cpuTime() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.pid()))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", r.pid())
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks, nil
-}
+func (r *remediator) cpuTime() (time.Duration, error) { return scaleutil.CPUTime(r.pid()) }
 
 func (r *remediator) metrics(ctx context.Context) (samples, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.metricsURL, nil)
