@@ -38,7 +38,7 @@ const mirrorAnnotation = "kubernetes.io/config.mirror"
 // before any field is set), 230 MiB of live heap and 600-800 MiB of RSS at
 // 100,000 pods (test/scale/remediator). A cached pod keeps its identity,
 // labels, owners, node, phase and, for operation pods, the container
-// states. Nodes drop managed fields and their image lists.
+// states. A cached node keeps what the remediator reads (stripNode).
 func CacheOptions(namespace string) cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
