@@ -25,6 +25,12 @@
 //     The policy's one step has no cordon and no drain, so this is the
 //     decision path only; its maxUnhealthy is 5 %, or the burst when that
 //     is more (the breaker must not open).
+//   - the floor under that latency (floor.go): under the same burst (a
+//     condition the policy does not match, patched onto as many other
+//     nodes), this program patches the policy's status and creates as many
+//     NodeOperations at lastTransitionTime + for, 64 in flight as the
+//     policy reconciler does, deciding nothing: what the API server alone
+//     costs on this machine.
 //   - memory (goal peak <= 200 MiB): the remediator's RSS once settled
 //     (/readyz and 20 s), its peak RSS (VmHWM) at the end, and its
 //     process_resident_memory_bytes and go_memstats_heap_inuse_bytes at
