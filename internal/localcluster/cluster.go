@@ -56,6 +56,10 @@ type Options struct {
 	// KwokStages are extra kwok Stage documents (YAML) appended to the stages
 	// file, e.g. one that fails pods with a given label.
 	KwokStages []string
+	// KwokSkipPodsLabeled: kwok's pod-ready Stage leaves pods with this
+	// label alone, so they stay bound and Pending (a scale run's workload
+	// pods, which kwok would take many minutes to run). Empty: none.
+	KwokSkipPodsLabeled string
 	// ThirdPartyCRDs also installs the CRDs of other projects that kubemedic
 	// works with, from <BinDir>/thirdparty-crds (ThirdPartyCRDsDir), which
 	// hack/testbin.sh fills from their released modules: Cluster API's

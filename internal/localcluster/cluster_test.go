@@ -387,3 +387,23 @@ func waitPhase(t *testing.T, env *localcluster.Cluster, pod *corev1.Pod, phase c
 		return last == phase
 	}, func() string { return fmt.Sprintf("last phase %s", last) })
 }
+
+// KwokSkipPodsLabeled: kwok's pod-ready Stage leaves the labelled pods bound
+// and Pending, and still runs the others.
+func TestKwokSkipPodsLabeled(t *testing.T) {
+	const skip = "kubemedic.io/bench-workload"
+	env := harness.Start(t, localcluster.Options{Kwok: true, KwokSkipPodsLabeled: skip})
+	ctx := t.Context()
+	_, err := env.CreateGPUNodes(ctx, 1, localcluster.NodeSpec{})
+	require.NoError(t, err)
+	require.NoError(t, env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}))
+	run, err := env.CreatePod(ctx, localcluster.PodSpec{Namespace: "team-a", Name: "run", NodeName: "gpu-node-000"})
+	require.NoError(t, err)
+	left, err := env.CreatePod(ctx, localcluster.PodSpec{Namespace: "team-a", Name: "left", NodeName: "gpu-node-000", Labels: map[string]string{skip: "true"}})
+	require.NoError(t, err)
+	waitPhase(t, env, run, corev1.PodRunning)
+	got, err := env.Clientset.CoreV1().Pods("team-a").Get(ctx, left.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "gpu-node-000", got.Spec.NodeName, "bound")
+	require.Equal(t, corev1.PodPending, got.Status.Phase, "kwok leaves the labelled pod alone")
+}

@@ -28,6 +28,8 @@ const (
 	kwokStagesFile = "kwok-stages.yaml"
 	// kwokHeartbeatStage is the Stage whose delay is the node heartbeat period.
 	kwokHeartbeatStage = "node-heartbeat-with-lease"
+	// kwokPodReadyStage is the Stage that marks a bound pod Running.
+	kwokPodReadyStage = "pod-ready"
 	// kwokStartTimeout bounds how long kwok may take to serve /healthz.
 	kwokStartTimeout = 30 * time.Second
 )
@@ -129,7 +131,7 @@ func (e *Cluster) kwokStages() ([]byte, error) {
 		return nil, fmt.Errorf("read kwok stages: %w", err)
 	}
 	var out bytes.Buffer
-	found := false
+	found, skipFound := false, false
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := r.Read()
@@ -142,24 +144,38 @@ func (e *Cluster) kwokStages() ([]byte, error) {
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
-		if e.opts.KwokHeartbeat > 0 {
+		if e.opts.KwokHeartbeat > 0 || e.opts.KwokSkipPodsLabeled != "" {
 			var obj map[string]any
 			if err := yaml.Unmarshal(doc, &obj); err != nil {
 				return nil, fmt.Errorf("parse kwok stages %s: %w", path, err)
 			}
 			meta, _ := obj["metadata"].(map[string]any)
 			spec, _ := obj["spec"].(map[string]any)
-			if obj["kind"] == "Stage" && meta["name"] == kwokHeartbeatStage && spec != nil {
-				ms := e.opts.KwokHeartbeat.Milliseconds()
+			isStage := obj["kind"] == "Stage" && spec != nil
+			changed := false
+			if ms := e.opts.KwokHeartbeat.Milliseconds(); ms > 0 && isStage && meta["name"] == kwokHeartbeatStage {
 				// kwok picks the delay uniformly in [duration, jitter).
 				spec["delay"] = map[string]any{
 					"durationMilliseconds":       ms,
 					"jitterDurationMilliseconds": ms + ms/10 + 1,
 				}
-				if doc, err = yaml.Marshal(obj); err != nil {
-					return nil, fmt.Errorf("write stage %s: %w", kwokHeartbeatStage, err)
+				found, changed = true, true
+			}
+			if label := e.opts.KwokSkipPodsLabeled; label != "" && isStage && meta["name"] == kwokPodReadyStage {
+				sel, _ := spec["selector"].(map[string]any)
+				if sel == nil {
+					return nil, fmt.Errorf("kwok stages %s: Stage %s has no selector", path, kwokPodReadyStage)
 				}
-				found = true
+				exprs, _ := sel["matchExpressions"].([]any)
+				sel["matchExpressions"] = append(exprs, map[string]any{
+					"key": fmt.Sprintf(`.metadata.labels["%s"]`, label), "operator": "DoesNotExist",
+				})
+				skipFound, changed = true, true
+			}
+			if changed {
+				if doc, err = yaml.Marshal(obj); err != nil {
+					return nil, fmt.Errorf("write stage %v: %w", meta["name"], err)
+				}
 			}
 		}
 		out.WriteString("---\n")
@@ -170,6 +186,9 @@ func (e *Cluster) kwokStages() ([]byte, error) {
 	}
 	if e.opts.KwokHeartbeat > 0 && !found {
 		return nil, fmt.Errorf("kwok stages %s: no Stage %s to set the heartbeat of", path, kwokHeartbeatStage)
+	}
+	if e.opts.KwokSkipPodsLabeled != "" && !skipFound {
+		return nil, fmt.Errorf("kwok stages %s: no Stage %s to keep pods labelled %s from", path, kwokPodReadyStage, e.opts.KwokSkipPodsLabeled)
 	}
 	for _, s := range e.opts.KwokStages {
 		out.WriteString("---\n")

@@ -259,21 +259,14 @@ func run(ctx context.Context, c config) error {
 
 	// kwok's Stages: the workload pods stay Pending unless -run-workload.
 	stages := []string{localcluster.OperationPodStage("kubemedic-bench-op-succeed", templateName, true)}
+	skip := labelWorkload
 	if c.runWorkload {
-		stages = append(stages, kwokParallelism)
-	} else {
-		dir, err := skipWorkloadBinDir(work)
-		if err != nil {
-			return err
-		}
-		if err := os.Setenv(localcluster.EnvTestBin, dir); err != nil {
-			return err
-		}
+		stages, skip = append(stages, kwokParallelism), ""
 	}
 	t0 := time.Now()
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	env, err := localcluster.New(startCtx, localcluster.Options{
-		Kwok: true, KwokHeartbeat: c.heartbeat, KwokStages: stages, Logf: scaleutil.Logf,
+		Kwok: true, KwokHeartbeat: c.heartbeat, KwokStages: stages, KwokSkipPodsLabeled: skip, Logf: scaleutil.Logf,
 	})
 	cancel()
 	if err != nil {
