@@ -535,7 +535,11 @@ func TestBreaker(t *testing.T) {
 	// to a second early.
 	require.GreaterOrEqual(t, closed.Sub(cleared), cooldown-1500*time.Millisecond, "the breaker stayed open for its cooldown")
 	require.Equal(t, float64(0), breakerMetric())
-	require.True(t, hasEvent(t, env, "RemediationPolicy", name, corev1.EventTypeNormal, "BreakerClosed"))
+	// Events are written by the recorder's own goroutine after the status
+	// write, so an observer may see the condition first.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.True(c, hasEvent(c, env, "RemediationPolicy", name, corev1.EventTypeNormal, v1alpha1.EventBreakerClosed), "Normal Event BreakerClosed")
+	}, 5*time.Second, 100*time.Millisecond)
 
 	// Normal service: the node still unhealthy gets its operation.
 	requireAllSucceeded(t, env, []string{last}, 30*time.Second)
