@@ -122,46 +122,36 @@ k8s_gomod() {
   } >"$WORK/apiserver-go.mod"
 }
 
-build_apiserver() {
-  local m="$WORK/apiserver"
-  mkdir -p "$m"
-  k8s_gomod
-  cp "$WORK/apiserver-go.mod" "$m/go.mod"
-  cat >"$m/main.go" <<'GO'
-package main
+# KUBE_BINS are the Kubernetes binaries built from k8s.io/kubernetes, each
+# from the main package of the same name under its cmd/.
+KUBE_BINS=(kube-apiserver kube-scheduler kube-controller-manager kubectl)
 
-import (
-	"os"
-
-	"k8s.io/component-base/cli"
-	"k8s.io/kubernetes/cmd/kube-apiserver/app"
-)
-
-func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }
-GO
-  (cd "$m" && go mod tidy && go build -trimpath -o "$DIR/kube-apiserver.tmp" . && mv "$DIR/kube-apiserver.tmp" "$DIR/kube-apiserver")
-}
-
-build_kubectl() {
-  # The same throwaway-module trick as kube-apiserver: k8s.io/kubectl is one
-  # of the staging repos, so the version matches the API server exactly.
-  local m="$WORK/kubectl"
-  mkdir -p "$m"
-  k8s_gomod
-  sed 's|^module .*|module testbin/kubectl|' "$WORK/apiserver-go.mod" >"$m/go.mod"
-  cat >"$m/main.go" <<'GO'
-package main
-
-import (
-	"os"
-
-	"k8s.io/component-base/cli"
-	"k8s.io/kubectl/pkg/cmd"
-)
-
-func main() { os.Exit(cli.Run(cmd.NewDefaultKubectlCommand())) }
-GO
-  (cd "$m" && go mod tidy && go build -trimpath -o "$DIR/kubectl.tmp" . && mv "$DIR/kubectl.tmp" "$DIR/kubectl")
+# build_kube NAME... builds the named Kubernetes binaries in one `go build`
+# of one throwaway module: they share most of their packages (client-go,
+# apiserver, the API types), which one build compiles once and links into
+# each. Each binary's main package is Kubernetes' own cmd/NAME, copied from
+# the module (with its tzdata, JSON-log and metrics registrations), and the
+# version is stamped as release builds stamp it, so /version and --version
+# say KUBE_VERSION.
+build_kube() {
+  local m="$WORK/kube" out="$WORK/kube-bin" src name pkgs=() minor
+  mkdir -p "$m" "$out" || return 1
+  k8s_gomod || return 1
+  sed 's|^module .*|module testbin/kube|' "$WORK/apiserver-go.mod" >"$m/go.mod" || return 1
+  src=$(module_dir "k8s.io/kubernetes@${KUBE_VERSION}") || return 1
+  for name in "$@"; do
+    mkdir -p "$m/$name" || return 1
+    find "$src/cmd/$name" -maxdepth 1 -name '*.go' ! -name '*_test.go' -exec cp {} "$m/$name/" \; || return 1
+    chmod u+w "$m/$name"/*.go || return 1
+    pkgs+=("./$name")
+  done
+  minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+  (cd "$m" && go mod tidy && go build -trimpath -o "$out/" \
+    -ldflags "-X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor} -X k8s.io/component-base/version.gitTreeState=clean" \
+    "${pkgs[@]}") || return 1
+  for name in "$@"; do
+    mv "$out/$name" "$DIR/$name" || return 1
+  done
 }
 
 build_kwok() {
@@ -314,8 +304,18 @@ if [[ ! -x "$DIR/kube-apiserver" ]]; then
   echo "testbin: first run: building the real components from source, about 10 minutes on 2 cores, once; later runs take seconds"
 fi
 have etcd || run etcd "build etcd ${ETCD_VERSION} (about 1 min)" build_etcd
-have kube-apiserver || run kube-apiserver "build kube-apiserver ${KUBE_VERSION} (about 3.5 min on 2 cores)" build_apiserver
-have kubectl || run kubectl "build kubectl ${KUBE_VERSION} (about 30 s)" build_kubectl
+# The Kubernetes binaries: one go build for all that are missing.
+declare -A KUBE_TIME=([kube-apiserver]="3.5 min" [kube-scheduler]="30 s" [kube-controller-manager]="1.5 min" [kubectl]="30 s")
+kube_missing=()
+for b in "${KUBE_BINS[@]}"; do
+  have "$b" || kube_missing+=("$b")
+done
+if ((${#kube_missing[@]} > 0)); then
+  for b in "${kube_missing[@]}"; do
+    echo "testbin: kube             will build $b ${KUBE_VERSION} (about ${KUBE_TIME[$b]} on 2 cores, alone)"
+  done
+  run kube "build ${kube_missing[*]} in one go build (the shared packages compile once)" build_kube "${kube_missing[@]}"
+fi
 have kwok || run kwok "build kwok ${KWOK_VERSION} (about 1 min)" build_kwok
 [[ -f "$DIR/kwok-stages.yaml" ]] && echo "testbin: kwok-stages.yaml present in $DIR" || run kwok-stages "write kwok stages (node-fast, heartbeat-with-lease, pod-fast)" kwok_stages
 have node-problem-detector || run npd "build node-problem-detector ${NPD_VERSION} (about 1 min)" build_npd
@@ -346,7 +346,7 @@ if [[ "$(readlink "$DIR/thirdparty-crds" 2>/dev/null)" != "../$(basename "$CRD_D
   ln -sfn "../$(basename "$CRD_DIR")" "$DIR/thirdparty-crds"
 fi
 
-for b in etcd kube-apiserver kubectl kwok node-problem-detector prometheus promtool alertmanager amtool versitygw; do
+for b in etcd "${KUBE_BINS[@]}" kwok node-problem-detector prometheus promtool alertmanager amtool versitygw; do
   [[ -x "$DIR/$b" ]] || { STEP=verify; echo "testbin: $b missing after build" >&2; exit 1; }
 done
 for f in "${CAPI_CRDS[@]/#/cluster.x-k8s.io_}" metal3.io_baremetalhosts; do
