@@ -73,6 +73,16 @@ type Options struct {
 	// default (ResourceSlice, ResourceClaim, DeviceClass). Without it the
 	// API server runs with its defaults and serves no DeviceTaintRule.
 	DRA bool
+	// Scheduler also starts the real kube-scheduler (StartScheduler) once
+	// the control plane and kwok are up: pods without a nodeName are placed
+	// as in a cluster, around cordons, taints and DeviceTaintRules.
+	Scheduler bool
+	// ControllerManager also starts the real kube-controller-manager with
+	// the controllers of SchedulingControllers (StartControllerManager):
+	// Deployments, Jobs and the rest create and delete their own pods.
+	// Tests that make pods with CreatePod's OwnerDeployment, which plays
+	// those controllers, must not set it.
+	ControllerManager bool
 	// Logf receives progress messages. Nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -102,11 +112,14 @@ type Cluster struct {
 	testEnv *envtest.Environment
 	cpLogs  []string // control plane log files, for error messages
 
-	// mu guards kwok, procs and stopped.
-	mu      sync.Mutex
-	kwok    *Process
-	procs   []*Process // every process from StartProcess, kwok included, in start order
-	stopped bool
+	// mu guards kwok, components, procs and stopped.
+	mu   sync.Mutex
+	kwok *Process
+	// components are kube-scheduler and kube-controller-manager by binary
+	// name, once started.
+	components map[string]*Process
+	procs      []*Process // every process from StartProcess, kwok included, in start order
+	stopped    bool
 }
 
 // New starts kube-apiserver and etcd, installs the CRDs, writes a kubeconfig
@@ -125,6 +138,12 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	required := []string{"etcd", "kube-apiserver"}
 	if opts.Kwok {
 		required = append(required, "kwok", kwokStagesFile)
+	}
+	if opts.Scheduler {
+		required = append(required, binScheduler)
+	}
+	if opts.ControllerManager {
+		required = append(required, binControllerManager)
 	}
 	if err := checkBinaries(binDir, required...); err != nil {
 		return nil, err
@@ -262,6 +281,16 @@ func New(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
+	if opts.ControllerManager {
+		if err := e.StartControllerManager(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Scheduler {
+		if err := e.StartScheduler(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -278,7 +307,7 @@ func (e *Cluster) Stop() error {
 	}
 	e.stopped = true
 	procs := e.procs
-	e.procs, e.kwok = nil, nil
+	e.procs, e.kwok, e.components = nil, nil, nil
 	e.mu.Unlock()
 
 	var errs []error

@@ -29,11 +29,17 @@
 //     kube-apiserver, and those of StartProcess) runs in its own process
 //     group with a parent-death signal, so it dies with this program even
 //     when this program is killed, and Stop kills and reaps it.
-//   - It runs no controllers of its own. No scheduler, controller-manager or
-//     kubelet exists: nothing binds, garbage-collects or evicts unless the
-//     caller or kwok does it. Objects it creates look like the real
-//     controllers made them (owner references, generated labels), but
-//     nothing keeps them in sync afterwards.
+//   - It runs no controllers of its own. Unless asked, no scheduler,
+//     controller-manager or kubelet exists: nothing binds, garbage-collects
+//     or evicts unless the caller or kwok does it, and objects it creates
+//     look like the real controllers made them (owner references,
+//     generated labels) with nothing keeping them in sync afterwards. With
+//     Options.Scheduler and Options.ControllerManager the real
+//     kube-scheduler and kube-controller-manager of the API server's
+//     release run (SchedulingControllers says which controllers and why):
+//     workloads from CreateWorkload get their pods from their controllers,
+//     placed by the scheduler around cordons, taints and DeviceTaintRules.
+//     Nothing evicts behind a test's back either way.
 //   - It is shipped code: it takes no *testing.T and imports nothing under
 //     test/. The testing.TB wrappers (harness.Start, StartPrometheus,
 //     StartAlertmanager, StartDCGMExporter) and the test-only helpers

@@ -92,6 +92,14 @@ type NodeSpec struct {
 	MIGProfile string
 	// Labels are added to every node; they win over the generated ones.
 	Labels map[string]string
+	// ResourceSlices also publishes each node's GPUs through DRA, as
+	// NVIDIA's DRA driver does: one ResourceSlice of NVIDIADRADriver per
+	// node (CreateGPUResourceSlice) with the node's whole GPUs, named
+	// gpu-<i> with UUID GPUUUID(node, i). The node keeps its nvidia.com/gpu
+	// capacity too, so a test chooses per pod how it asks for GPUs; a pod
+	// that asked both ways could get the same simulated GPU twice. Claims
+	// also need the DeviceClass (CreateGPUDeviceClass).
+	ResourceSlices bool
 }
 
 func (s *NodeSpec) defaults() {
@@ -185,6 +193,17 @@ func (e *Cluster) CreateGPUNodes(ctx context.Context, n int, spec NodeSpec) ([]c
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if spec.ResourceSlices {
+		for _, nd := range nodes {
+			uuids := make([]string, spec.GPUs)
+			for i := range uuids {
+				uuids[i] = GPUUUID(nd.Name, i)
+			}
+			if _, err := e.CreateGPUResourceSlice(ctx, nd.Name, NVIDIADRADriver, uuids); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if !withKwok {
 		return nodes, nil

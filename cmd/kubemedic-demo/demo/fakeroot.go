@@ -483,11 +483,9 @@ func (r *FakeRoot) append(p, content string) error {
 // with an 8-digit domain.
 func kernelBus(i int) string { return localcluster.GPUBus(i) }
 
-// gpuUUID is the UUID of a node's GPU, the same in nvidia-smi and on
-// dcgm-exporter.
-func gpuUUID(node string, i int) string {
-	return fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", fnv32(node), i)
-}
+// gpuUUID is the UUID of a node's GPU, the same in nvidia-smi, on
+// dcgm-exporter and in the node's ResourceSlice.
+func gpuUUID(node string, i int) string { return localcluster.GPUUUID(node, i) }
 
 // fnv32 is a short stable hash for IDs derived from a node name.
 func fnv32(s string) uint32 {
