@@ -43,7 +43,7 @@ build: ## Build every binary into bin/
 	@echo "build: building kubemedic into bin/ (first time: about 2 min on 2 cores; then seconds)"
 	go build -o bin/ ./cmd/...
 
-testbin: ## Build kube-apiserver, etcd, kubectl, kwok, NPD, Prometheus, promtool, Alertmanager, amtool and versitygw (S3) into the versioned cache (idempotent)
+testbin: ## Build kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd, kwok, NPD, Prometheus, promtool, Alertmanager, amtool and versitygw (S3) into the versioned cache (idempotent)
 	hack/testbin.sh
 
 # go test -json through hack/testreport: the output of failing tests, the
