@@ -153,6 +153,7 @@ type config struct {
 	stackHealth        bool
 	stackPods          bool
 	runWorkload        bool
+	scheduling         bool
 	profileDir         string
 	gomemlimit         string
 }
@@ -173,6 +174,8 @@ func main() {
 		"--stack-health=true and the default options (period 30s), reporting the first pass, API requests and node-status writes per pass, and peak RSS of both")
 	flag.BoolVar(&c.stackPods, "stack-pods", true, "with -stack-health: one device plugin and one dcgm-exporter pod per node (the GPU Operator's default labels)")
 	flag.BoolVar(&c.runWorkload, "run-workload", false, "have kwok mark the workload pods Running too (16 parallel pod Stages); by default they stay bound and Pending, which the remediator does not read")
+	flag.BoolVar(&c.scheduling, "scheduling", false, "also run the real kube-scheduler and kube-controller-manager (localcluster's SchedulingControllers), as a cluster does: "+
+		"their watches load the API server beside the remediator's. The workload and stack pods then carry no owner references, which the garbage collector would follow to owners that do not exist and delete the pods")
 	flag.StringVar(&c.gomemlimit, "gomemlimit", "", "the remediator's GOMEMLIMIT (e.g. 180MiB, as deploy/remediator/deployment.yaml sets); empty: unset, the runtime's default")
 	flag.StringVar(&c.profileDir, "profile", "", "directory for the remediator's heap profiles (settled, end) and the burst's CPU profile and runtime trace (--pprof-bind-address)")
 	flag.Parse()
@@ -267,6 +270,7 @@ func run(ctx context.Context, c config) error {
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	env, err := localcluster.New(startCtx, localcluster.Options{
 		Kwok: true, KwokHeartbeat: c.heartbeat, KwokStages: stages, KwokSkipPodsLabeled: skip, Logf: scaleutil.Logf,
+		Scheduler: c.scheduling, ControllerManager: c.scheduling,
 	})
 	cancel()
 	if err != nil {
@@ -277,7 +281,11 @@ func run(ctx context.Context, c config) error {
 			scaleutil.Logf("stop: %v", err)
 		}
 	}()
-	rep.phase(time.Since(t0), "control plane (etcd, kube-apiserver) and kwok")
+	if c.scheduling {
+		rep.phase(time.Since(t0), "control plane (etcd, kube-apiserver), kwok, kube-scheduler and kube-controller-manager")
+	} else {
+		rep.phase(time.Since(t0), "control plane (etcd, kube-apiserver) and kwok")
+	}
 	// The harness' clients keep envtest's QPS of 1000; creating 200,000
 	// pods wants no client-side limit at all, and protobuf.
 	fast := rest.CopyConfig(env.Config)
@@ -309,7 +317,11 @@ func run(ctx context.Context, c config) error {
 		names[i] = n.Name
 	}
 	t0 = time.Now()
-	created, err := createPods(ctx, pcs, names, c.podsPerNode, c.workers, benchPod)
+	workloadPod, stackPodOf := benchPod, stackPod
+	if c.scheduling {
+		workloadPod, stackPodOf = ownerless(benchPod), ownerless(stackPod)
+	}
+	created, err := createPods(ctx, pcs, names, c.podsPerNode, c.workers, workloadPod)
 	if err != nil {
 		return err
 	}
@@ -325,7 +337,7 @@ func run(ctx context.Context, c config) error {
 	stackPods := 0
 	if c.stackHealth && c.stackPods {
 		t0 = time.Now()
-		if stackPods, err = createPods(ctx, pcs, names, 2, c.workers, stackPod); err != nil {
+		if stackPods, err = createPods(ctx, pcs, names, 2, c.workers, stackPodOf); err != nil {
 			return err
 		}
 		rep.phase(time.Since(t0), "%d stack pods created", stackPods)
@@ -615,6 +627,17 @@ func benchPod(node string, i, j int) *corev1.Pod {
 				Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits},
 			}},
 		},
+	}
+}
+
+// ownerless returns build with the pods' owner references removed: with
+// -scheduling the garbage collector runs, and the owners named are not
+// there.
+func ownerless(build func(node string, i, j int) *corev1.Pod) func(string, int, int) *corev1.Pod {
+	return func(node string, i, j int) *corev1.Pod {
+		p := build(node, i, j)
+		p.OwnerReferences = nil
+		return p
 	}
 }
 
