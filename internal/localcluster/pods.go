@@ -49,7 +49,8 @@ type PodSpec struct {
 	// pod gets a controller-style name, <job>-xxxxx or <replicaset>-xxxxx.
 	Name string
 	// NodeName binds the pod to a node (spec.nodeName), as the scheduler
-	// would. Empty leaves it Pending and unscheduled: no scheduler runs.
+	// would. Empty leaves it Pending and unscheduled, unless the real
+	// scheduler runs (Options.Scheduler).
 	NodeName string
 	// GPUs is the nvidia.com/gpu request and limit; 0 requests none. With
 	// MIGProfile it is the number of MIG instances instead.
@@ -57,8 +58,11 @@ type PodSpec struct {
 	// MIGProfile, e.g. "nvidia.com/mig-3g.40gb" or just "3g.40gb", requests
 	// MIG instances (GPUs of them, at least one) instead of whole GPUs.
 	MIGProfile string
-	// Owner makes a real workload object owning the pod. No controller runs,
-	// so the owner neither creates more pods nor deletes this one.
+	// Owner makes a real workload object owning the pod, as its controller
+	// would have, and nothing keeps them in sync: CreatePod plays the
+	// controllers. With Options.ControllerManager the real ones run and
+	// would fight it, so CreatePod refuses an Owner then: use
+	// CreateWorkload.
 	Owner OwnerKind
 	// OwnerName names the Job or Deployment. Default Name. Pods naming the
 	// same owner share it (a Deployment's replica count is raised for each).
@@ -85,6 +89,10 @@ func (e *Cluster) CreatePod(ctx context.Context, spec PodSpec) (*corev1.Pod, err
 	}
 	if spec.Name == "" && (spec.Owner == OwnerNone || spec.OwnerName == "") {
 		return nil, fmt.Errorf("create pod in %s: a name is required (Name, or OwnerName with an Owner)", spec.Namespace)
+	}
+	if spec.Owner != OwnerNone && e.ControllerManagerPID() != 0 {
+		return nil, fmt.Errorf("create pod %s/%s owned by %s %s: kube-controller-manager runs and would fight an owner CreatePod plays; use CreateWorkload",
+			spec.Namespace, spec.Name, spec.Owner, spec.OwnerName)
 	}
 	if err := e.ensureNamespace(ctx, spec.Namespace); err != nil {
 		return nil, err

@@ -57,6 +57,10 @@ func TestSchedulingStack(t *testing.T) {
 	require.Equal(t, localcluster.NVIDIADRADriver, slices.Items[0].Spec.Driver)
 	require.Len(t, slices.Items[0].Spec.Devices, 8)
 
+	// CreatePod's pretend controllers would fight the real ones.
+	_, err = env.CreatePod(ctx, localcluster.PodSpec{Namespace: "team-a", Owner: localcluster.OwnerDeployment, OwnerName: "fake"})
+	require.ErrorContains(t, err, "use CreateWorkload")
+
 	// Cordon the last node: nothing may land there.
 	cordoned := nodes[2].Name
 	require.NoError(t, env.Client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: cordoned}},
