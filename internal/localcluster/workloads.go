@@ -43,6 +43,9 @@ type WorkloadSpec struct {
 	// NodeSelector of the pods, e.g. to keep them to one node by
 	// kubernetes.io/hostname.
 	NodeSelector map[string]string
+	// Affinity of the pods, e.g. a preferred node that the scheduler may
+	// leave when the node is cordoned or full.
+	Affinity *corev1.Affinity
 	// Labels of the workload and of its pods; app.kubernetes.io/name=Name is
 	// added and is the selector.
 	Labels map[string]string
@@ -73,6 +76,9 @@ func (e *Cluster) CreateWorkload(ctx context.Context, spec WorkloadSpec) (client
 	labels[LabelAppName] = spec.Name
 	podSpec := buildPodSpec(PodSpec{GPUs: spec.GPUs, MIGProfile: spec.MIGProfile, Owner: spec.Kind})
 	podSpec.NodeSelector = maps.Clone(spec.NodeSelector)
+	if spec.Affinity != nil {
+		podSpec.Affinity = spec.Affinity.DeepCopy()
+	}
 	if spec.GPUClaims > 0 {
 		if err := e.ensureGPUClaimTemplate(ctx, spec.Namespace, spec.Name, spec.GPUClaims); err != nil {
 			return nil, err
