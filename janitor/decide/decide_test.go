@@ -67,7 +67,11 @@ func TestJudge(t *testing.T) {
 		{desc: "stuck pending quotes the scheduler", pod: func() *decide.Pod {
 			return &decide.Pod{Namespace: "team", Name: "big", Created: t0.Add(-30 * time.Hour), Phase: corev1.PodPending, WholeGPUs: 8,
 				Unschedulable: &decide.Unschedulable{Since: t0.Add(-25 * time.Hour), Message: "0/16 nodes are available: 16 Insufficient nvidia.com/gpu."}}
-		}, want: []decide.Rule{decide.RuleStuckPending}, evidence: `pending and unschedulable for 1d1h, longer than the limit of 1d: "0/16 nodes are available: 16 Insufficient nvidia.com/gpu."`},
+		}, want: []decide.Rule{decide.RuleStuckPending}, evidence: `pending and unschedulable for 1d1h, longer than the limit of 1d. None of the 16 nodes can run it now: 16 have too few free GPUs (nvidia.com/gpu). The scheduler said: "0/16 nodes are available: 16 Insufficient nvidia.com/gpu."`},
+		{desc: "stuck pending quotes a message it cannot explain", pod: func() *decide.Pod {
+			return &decide.Pod{Namespace: "team", Name: "big", Created: t0.Add(-30 * time.Hour), Phase: corev1.PodPending, WholeGPUs: 1,
+				Unschedulable: &decide.Unschedulable{Since: t0.Add(-25 * time.Hour), Message: "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."}}
+		}, want: []decide.Rule{decide.RuleStuckPending}, evidence: `pending and unschedulable for 1d1h, longer than the limit of 1d: "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."`},
 		{desc: "pending without PodScheduled=False is not stuck", pod: func() *decide.Pod {
 			return &decide.Pod{Namespace: "team", Name: "big", Created: t0.Add(-30 * time.Hour), Phase: corev1.PodPending, WholeGPUs: 8}
 		}},

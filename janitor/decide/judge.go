@@ -174,8 +174,15 @@ func Judge(p *Pod, r policies.Reclaim, idle Idle, now time.Time) Verdict {
 			if msg == "" {
 				msg = "the scheduler gave no message"
 			}
-			v.Findings = append(v.Findings, Finding{RuleStuckPending, fmt.Sprintf("pending and unschedulable for %s, longer than the limit of %s: %q",
-				Human(now.Sub(p.Unschedulable.Since)), Human(r.MaxPending), msg)})
+			seen := fmt.Sprintf("pending and unschedulable for %s, longer than the limit of %s", Human(now.Sub(p.Unschedulable.Since)), Human(r.MaxPending))
+			// The owner reads why in words, and the scheduler's own
+			// message in full, for what the words leave out.
+			if words, ok := ExplainUnschedulable(msg); ok {
+				seen += fmt.Sprintf(". %s. The scheduler said: %q", words, msg)
+			} else {
+				seen += fmt.Sprintf(": %q", msg)
+			}
+			v.Findings = append(v.Findings, Finding{RuleStuckPending, seen})
 		} else {
 			next(end)
 		}
