@@ -218,7 +218,7 @@ func TestCordonKeepsGPUPodsOff(t *testing.T) {
 		require.Len(c, ops, 1, describeOps(env))
 		require.NotNil(c, ops[0].Status.Exclusion, describeOps(env))
 		require.Equal(c, v1alpha1.ExclusionCordon, ops[0].Status.Exclusion.Method)
-		require.True(c, getNode(c, env, node).Spec.Unschedulable)
+		require.True(c, getNode(c, env, node).Spec.Unschedulable, "the Xid cordons node %s", node)
 		op = ops[0].Name
 	}, 30*time.Second, 200*time.Millisecond)
 
