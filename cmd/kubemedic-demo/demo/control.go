@@ -29,8 +29,10 @@ type Info struct {
 	AlertmanagerURL string   `json:"alertmanagerURL"`
 	NPDNodes        []string `json:"npdNodes"`
 	SimulatedNodes  []string `json:"simulatedNodes"`
-	Speed           int      `json:"speed"`
-	Dir             string   `json:"dir"`
+	// DRANodes publish their GPUs through DRA (the exclusion story's).
+	DRANodes []string `json:"draNodes,omitempty"`
+	Speed    int      `json:"speed"`
+	Dir      string   `json:"dir"`
 }
 
 // Info describes the world for the state file; kubeconfig is where the
@@ -39,7 +41,7 @@ func (w *World) Info(kubeconfig string) Info {
 	return Info{PID: os.Getpid(), Kubeconfig: kubeconfig, ControlURL: w.ControlURL,
 		GitHubURL: w.githubURL, GitHubTokenFile: w.githubTokenFile, GitHubRepo: w.repo, PageURL: w.PageURL,
 		PrometheusURL: w.PrometheusURL, AlertmanagerURL: w.AlertmanagerURL,
-		NPDNodes: w.NPDNodes(), SimulatedNodes: w.SimulatedNodes(), Speed: w.Speed, Dir: w.opts.Dir}
+		NPDNodes: w.NPDNodes(), SimulatedNodes: w.SimulatedNodes(), DRANodes: append([]string(nil), w.DRANodes...), Speed: w.Speed, Dir: w.opts.Dir}
 }
 
 // WriteInfo writes the state file atomically.

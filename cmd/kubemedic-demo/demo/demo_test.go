@@ -13,7 +13,11 @@ import (
 	"github.com/google/go-github/v60/github"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -392,7 +396,7 @@ func TestSmallHelpers(t *testing.T) {
 	_, err := FindScenario("xid")
 	require.NoError(t, err)
 	_, err = FindScenario("xdi")
-	require.ErrorContains(t, err, `unknown scenario "xdi"; known: xid, driver-reset, escalate, nfs-storm, idle, dstate`)
+	require.ErrorContains(t, err, `unknown scenario "xdi"; known: xid, driver-reset, escalate, nfs-storm, idle, dstate, exclusion`)
 	require.Equal(t, "abc", oneLine("abc\ndef", 10))
 	require.Equal(t, "abcd…", oneLine("abcdefgh", 5))
 	require.Equal(t, "4th node is", migEvery(4))
@@ -432,4 +436,73 @@ func TestIncidentOf(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, incidentOf(&github.Issue{Title: &tc.title}, "gpu-node-001"), tc.title)
 	}
+}
+
+// TestSchedulerReason: the timeline prints the scheduler's reasons and
+// drops what its post-filter plugins add after them.
+func TestSchedulerReason(t *testing.T) {
+	for _, tc := range []struct{ msg, want string }{
+		{"0/17 nodes are available: 1 cannot allocate all claims, 16 node(s) didn't match Pod's node affinity/selector. still not schedulable, preemption: 0/17 nodes are available: 17 Preemption is not helpful for scheduling.",
+			"0/17 nodes are available: 1 cannot allocate all claims, 16 node(s) didn't match Pod's node affinity/selector"},
+		{"0/17 nodes are available: 1 Insufficient nvidia.com/gpu, 16 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, preemption: 0/17 nodes are available: 1 No preemption victims found for incoming pod.",
+			"0/17 nodes are available: 1 Insufficient nvidia.com/gpu, 16 node(s) didn't match Pod's node affinity/selector"},
+		{"0/3 nodes are available: 3 node(s) were unschedulable.", "0/3 nodes are available: 3 node(s) were unschedulable"},
+	} {
+		require.Equal(t, tc.want, schedulerReason(tc.msg), tc.msg)
+	}
+	require.Equal(t, "gpu-node-016", nodeOfRule("GPU 70e24a62 (gpu.nvidia.com/gpu-node-016/gpu-0)"))
+	require.Equal(t, "", nodeOfRule("GPU 70e24a62 (?)"))
+}
+
+// TestGPUBook: a device-plugin pod gets its node's lowest GPUs no other pod
+// holds, as the plugin hands them out; a DRA pod the devices its claims
+// were allocated, and none until they are.
+func TestGPUBook(t *testing.T) {
+	b := &gpuBook{held: map[string]map[int]types.UID{"n": {0: "a", 1: "a", 2: "a", 3: "a", 5: "b"}}}
+	pod := func(gpus int64) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n", Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{gpuResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}}}
+	}
+	require.Equal(t, []int{4, 6, 7}, b.gpusOf(pod(3), nil))
+	require.Equal(t, []int{4, 6, 7}, b.gpusOf(pod(4), nil), "no more than the node has free")
+
+	claimed := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "n",
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpus"}}},
+		Status: corev1.PodStatus{ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpus", ResourceClaimName: ptr.To("c")}}}}
+	claim := &resourcev1.ResourceClaim{}
+	claims := map[string]*resourcev1.ResourceClaim{"ns/c": claim}
+	require.Empty(t, b.gpusOf(claimed, claims), "not allocated yet")
+	claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+		{Driver: "gpu.nvidia.com", Pool: "n", Device: "gpu-5"}}}}
+	require.Equal(t, []int{5}, b.gpusOf(claimed, claims))
+}
+
+// TestDRAPolicy: the demo's policy for DRA nodes loads and validates with
+// the examples, selects only nodes whose GPUs the device plugin does not
+// serve, outranks gpu-xid-reset there, and its reset step cordons without
+// draining, which is what makes the remediator exclude the one GPU by
+// DeviceTaintRule instead of cordoning the node.
+func TestDRAPolicy(t *testing.T) {
+	docs, problems := policies.Load(draPolicyFile, draPolicy)
+	require.Empty(t, problems)
+	require.Len(t, docs, 1)
+	examples, problems := policies.LoadFiles("../../../policies/examples")
+	require.Empty(t, problems)
+	require.Empty(t, policies.ValidateSet(append(examples, docs...)))
+	p := docs[0].Object.(*v1alpha1.RemediationPolicy)
+	require.Equal(t, draPolicyName, p.Name)
+	require.Equal(t, "false", p.Spec.NodeSelector.MatchLabels[labelDevicePlugin])
+	var reset *v1alpha1.RemediationPolicy
+	for _, d := range examples {
+		if rp, ok := d.Object.(*v1alpha1.RemediationPolicy); ok && rp.Name == "gpu-xid-reset" {
+			reset = rp
+		}
+	}
+	require.NotNil(t, reset)
+	require.Greater(t, p.Spec.Priority, reset.Spec.Priority)
+	step := p.Spec.Steps[0]
+	require.Equal(t, "reset-gpu", step.Operation)
+	require.True(t, step.Cordon)
+	require.Nil(t, step.Drain, "a drain empties the node: the remediator would cordon it")
+	require.NotNil(t, reset.Spec.Steps[0].Drain, "gpu-xid-reset drains, hence this policy")
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 )
@@ -43,6 +44,7 @@ var Scenarios = []Scenario{
 	{"nfs-storm", "60% of the nodes lose NFS at once → the breaker opens → no disruptive operation → one roll-up issue", 3 * time.Minute, runNFSStorm},
 	{"idle", "two idle notebooks → a Slack DM each → one is snoozed and kept, the other is stopped after the grace period", 5 * time.Minute, runIdle},
 	{"dstate", "a process of a deleted pod stuck in D state → drain → reboot by policy → healthy", 3 * time.Minute, runDState},
+	{"exclusion", "a fatal Xid on GPU 0 of the DRA node → that GPU alone is excluded by DeviceTaintRule, the node stays schedulable → the restarted worker's pod waits (7 of 8 run; the scheduler says why) → reset → verified → rule removed → the pod gets the repaired GPU", 2 * time.Minute, runExclusion},
 }
 
 // FindScenario returns the scenario called name.
@@ -71,6 +73,8 @@ type Session struct {
 	// Notebooks are the idle scenario's Deployments, namespace/name: the
 	// first is left idle, the second snoozed.
 	Notebooks []string
+	// Exclusion is what the exclusion scenario saw.
+	Exclusion *ExclusionOutcome
 
 	// start is when Run began: operations and issues from before it belong
 	// to an earlier story.
@@ -266,6 +270,9 @@ func runIdle(ctx context.Context, s *Session) error {
 	s.Notebooks = []string{idle.Namespace + "/" + idle.Deployment, kept.Namespace + "/" + kept.Deployment}
 	s.Timeline.line("inject", "pod/"+idle.Pod, "a Jupyter notebook whose GPU dcgm-exporter reports 0.5% busy, on "+idle.Node)
 	s.Timeline.line("inject", "pod/"+kept.Pod, "another, on "+kept.Node)
+	if idle.Waiting != "" {
+		s.Timeline.line("inject", "deployment/"+idle.Waiting, "a training job on "+idle.Node+" that needs the notebook's GPU too")
+	}
 	snoozed := false
 	err = s.until(ctx, "the first notebook to be stopped", func(ctx context.Context) (bool, error) {
 		if !snoozed {
@@ -292,8 +299,26 @@ func runIdle(ctx context.Context, s *Session) error {
 	if replicas, err := s.replicas(ctx, kept); err != nil || replicas == 0 {
 		return fmt.Errorf("the snoozed notebook %s/%s was stopped too (replicas %d, %v)", kept.Namespace, kept.Deployment, replicas, err)
 	}
-	fmt.Fprintf(s.Out, "\nThe idle notebook was stopped (Deployment %s scaled to 0; the old count is in its %s annotation); the snoozed one keeps its GPU.\n",
-		idle.Deployment, v1alpha1.AnnotationReclaimedReplicas)
+	if idle.Waiting != "" {
+		ns, name, _ := strings.Cut(idle.Waiting, "/")
+		err := s.until(ctx, "the waiting training pod to get the notebook's GPU", func(ctx context.Context) (bool, error) {
+			var pods corev1.PodList
+			if err := s.Kube.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{localcluster.LabelAppName: name}); err != nil {
+				return false, fmt.Errorf("list the pods of %s: %w", idle.Waiting, err)
+			}
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == idle.Node {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(s.Out, "\nThe idle notebook was stopped (Deployment %s scaled to 0; the old count is in its %s annotation), and the training job waiting on %s got its GPU; the snoozed one keeps its GPU.\n",
+		idle.Deployment, v1alpha1.AnnotationReclaimedReplicas, idle.Node)
 	return nil
 }
 

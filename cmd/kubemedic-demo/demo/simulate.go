@@ -6,10 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
@@ -56,7 +61,8 @@ const defaultOpDuration = 30 * time.Second
 //   - remount-nfs: the mount is back (when the NFS server answers).
 //   - anything else: the pod Succeeded.
 //
-// It also ticks every fake root's uptime.
+// It also ticks every fake root's uptime, and keeps dcgm-exporter's series
+// with the workload pods wherever the scheduler puts them (syncGPUs).
 func (w *World) simulate(ctx context.Context) {
 	played := map[string]podResult{} // pods whose operation was played, until they end
 	seen := map[string]time.Time{}   // when a Running pod was first seen
@@ -77,6 +83,7 @@ func (w *World) simulate(ctx context.Context) {
 				}
 			}
 		}
+		w.syncGPUs(ctx)
 		var pods corev1.PodList
 		if err := w.Cluster.Client.List(ctx, &pods, client.InNamespace(Namespace), client.HasLabels{v1alpha1.LabelTemplate}); err != nil {
 			if ctx.Err() == nil {
@@ -304,4 +311,136 @@ func podEnv(p *corev1.Pod, name string) string {
 		}
 	}
 	return ""
+}
+
+// gpuBook is which simulated GPUs the workload pods hold, as the device
+// plugin or the DRA driver gave them, and the dcgm-exporter series set for
+// each pod. syncGPUs is its only user (from Start, then from the
+// simulator's goroutine); mu guards it all the same.
+type gpuBook struct {
+	mu     sync.Mutex
+	held   map[string]map[int]types.UID // node -> GPU index -> pod
+	series map[types.UID][]localcluster.DCGMSeries
+}
+
+// syncGPUs makes dcgm-exporter's series follow the pods: a running pod
+// with GPUs that has none gets one per GPU it holds, at the utilisation of
+// its annotationGPUUtil (default trainingUtil), on the node it runs on; a
+// pod that is gone or terminating loses them, and its GPUs are free again.
+// A pod's GPUs are those its ResourceClaims were allocated (device gpu-<i>
+// is GPU i), or, for the device plugin's nvidia.com/gpu, the node's lowest
+// free ones, as the plugin hands them out. The series carry the pod's real
+// name, so a pod recreated elsewhere after a drain is reported there.
+func (w *World) syncGPUs(ctx context.Context) {
+	var pods corev1.PodList
+	if err := w.Cluster.Client.List(ctx, &pods); err != nil {
+		if ctx.Err() == nil {
+			w.say("simulator: list pods: %v", err)
+		}
+		return
+	}
+	b := &w.gpus
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held == nil {
+		b.held, b.series = map[string]map[int]types.UID{}, map[types.UID][]localcluster.DCGMSeries{}
+	}
+	live := map[types.UID]*corev1.Pod{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Labels[v1alpha1.LabelTemplate] != "" {
+			continue
+		}
+		if devicePluginGPUs(p) > 0 || len(p.Spec.ResourceClaims) > 0 {
+			live[p.UID] = p
+		}
+	}
+	for uid, series := range b.series {
+		if live[uid] != nil {
+			continue
+		}
+		for _, s := range series {
+			w.DCGM.Delete(s)
+			delete(b.held[s.Hostname], s.GPU)
+		}
+		delete(b.series, uid)
+	}
+	var claims map[string]*resourcev1.ResourceClaim // listed once, when a new pod has claims
+	for uid, p := range live {
+		if _, ok := b.series[uid]; ok {
+			continue
+		}
+		if len(p.Spec.ResourceClaims) > 0 && claims == nil {
+			var list resourcev1.ResourceClaimList
+			if err := w.Cluster.Client.List(ctx, &list); err != nil {
+				w.say("simulator: list resourceclaims: %v", err)
+				return
+			}
+			claims = map[string]*resourcev1.ResourceClaim{}
+			for i := range list.Items {
+				claims[list.Items[i].Namespace+"/"+list.Items[i].Name] = &list.Items[i]
+			}
+		}
+		gpus := b.gpusOf(p, claims)
+		if len(gpus) == 0 {
+			continue // a claim not yet allocated, or no GPU free: next time
+		}
+		util := float64(trainingUtil)
+		if v, err := strconv.ParseFloat(p.Annotations[annotationGPUUtil], 64); err == nil {
+			util = v
+		}
+		node := p.Spec.NodeName
+		if b.held[node] == nil {
+			b.held[node] = map[int]types.UID{}
+		}
+		for _, g := range gpus {
+			s := localcluster.DCGMSeries{Namespace: p.Namespace, Pod: p.Name, Container: p.Spec.Containers[0].Name, Hostname: node,
+				UUID: gpuUUID(node, g), GPU: g}
+			w.DCGM.Set(s, util)
+			b.held[node][g] = uid
+			b.series[uid] = append(b.series[uid], s)
+		}
+	}
+}
+
+// simGPUsPerNode is how many GPUs the simulated nodes have.
+const simGPUsPerNode = 8
+
+// gpusOf is the GPUs pod p holds: its claims' devices, else the lowest
+// GPUs of its node that no other pod holds, as many as it requests.
+func (b *gpuBook) gpusOf(p *corev1.Pod, claims map[string]*resourcev1.ResourceClaim) []int {
+	var out []int
+	if len(p.Spec.ResourceClaims) > 0 {
+		for _, st := range p.Status.ResourceClaimStatuses {
+			c := claims[p.Namespace+"/"+ptr.Deref(st.ResourceClaimName, "")]
+			if c == nil || c.Status.Allocation == nil {
+				return nil
+			}
+			for _, r := range c.Status.Allocation.Devices.Results {
+				if g, ok := strings.CutPrefix(r.Device, "gpu-"); ok && r.Pool == p.Spec.NodeName {
+					if i, err := strconv.Atoi(g); err == nil {
+						out = append(out, i)
+					}
+				}
+			}
+		}
+		return out
+	}
+	want := int(devicePluginGPUs(p))
+	for g := 0; g < simGPUsPerNode && len(out) < want; g++ {
+		if _, taken := b.held[p.Spec.NodeName][g]; !taken {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// devicePluginGPUs is how many nvidia.com/gpu the pod requests.
+func devicePluginGPUs(p *corev1.Pod) int64 {
+	var n int64
+	for _, c := range p.Spec.Containers {
+		q := c.Resources.Requests[gpuResource]
+		n += q.Value()
+	}
+	return n
 }

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -37,9 +38,11 @@ func (s worldSlack) SlackMessages(_ context.Context, after int) ([]SlackMessage,
 }
 
 // Timeline tells the story of the demo as it happens: node conditions,
-// cordons and quarantines, NodeOperations and their phases, GitHub issues
-// and their comments, and Slack messages, one line each with the time and
-// the object to `kubectl get`. It reads everything from where a person
+// cordons and quarantines, NodeOperations and their phases, GPUs excluded
+// by DeviceTaintRule, workloads the janitor stopped, pods evicted, waiting
+// and scheduled (timeline_pods.go), GitHub issues and their comments, and
+// Slack messages, one line each with the time and the object to `kubectl
+// get`. It reads everything from where a person
 // would: the API server, GitHub's API and Slack.
 type Timeline struct {
 	Kube   client.Client
@@ -56,6 +59,17 @@ type Timeline struct {
 	issues   map[int]string    // number -> state
 	comments map[int]int
 	slackSeq int
+
+	pods      map[types.UID]*podState
+	lastNode  map[string]string        // namespace/pod -> node, of pods seen placed
+	stopped   map[types.UID]string     // pod -> the NodeOperation whose drain stops it
+	evictions map[types.UID][]eviction // controller -> its evicted pods not yet replaced
+	rules     map[string]string        // kubemedic's DeviceTaintRules -> their GPU
+	reclaimed map[string]bool          // kind/namespace/name of workloads the janitor stopped
+	freed     []freed                  // GPUs freed on a node, oldest first
+	// reschedules and waits are the records behind Reschedules and Waits.
+	reschedules []Reschedule
+	waits       []Wait
 }
 
 // NewTimeline makes a timeline reading from info's demo.
@@ -121,6 +135,8 @@ func (t *Timeline) Poll(ctx context.Context) error {
 	if t.conds == nil {
 		t.conds, t.cordoned, t.ops, t.issues, t.comments = map[string]string{}, map[string]string{}, map[string]string{}, map[int]string{}, map[int]int{}
 		t.breakers = map[string]string{}
+		t.pods, t.lastNode, t.stopped = map[types.UID]*podState{}, map[string]string{}, map[types.UID]string{}
+		t.evictions, t.rules, t.reclaimed = map[types.UID][]eviction{}, map[string]string{}, map[string]bool{}
 	}
 	if err := t.pollNodes(ctx); err != nil {
 		return err
@@ -129,6 +145,15 @@ func (t *Timeline) Poll(ctx context.Context) error {
 		return err
 	}
 	if err := t.pollPolicies(ctx); err != nil {
+		return err
+	}
+	if err := t.pollRules(ctx); err != nil {
+		return err
+	}
+	if err := t.pollReclaims(ctx); err != nil {
+		return err
+	}
+	if err := t.pollPods(ctx); err != nil {
 		return err
 	}
 	if err := t.pollIssues(ctx); err != nil {
@@ -190,6 +215,9 @@ func (t *Timeline) pollOps(ctx context.Context) error {
 	sort.Slice(ops.Items, func(i, j int) bool { return ops.Items[i].CreationTimestamp.Before(&ops.Items[j].CreationTimestamp) })
 	for i := range ops.Items {
 		op := &ops.Items[i]
+		for _, n := range op.Status.OwnerNotices {
+			t.stopped[types.UID(n.UID)] = op.Name
+		}
 		phase := string(op.Status.Phase)
 		if phase == "" {
 			phase = string(v1alpha1.PhasePending)

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,14 @@ import (
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
+
+// draPolicy is the demo's policy for a fatal Xid on a DRA node.
+//
+//go:embed gpu-xid-dra.yaml
+var draPolicy []byte
+
+// draPolicyFile names it in messages.
+const draPolicyFile = "cmd/kubemedic-demo/demo/gpu-xid-dra.yaml"
 
 // Names the demo world uses.
 const (
@@ -69,6 +78,11 @@ type Options struct {
 	// MIGEvery makes every k-th node a MIG node (localcluster.NodeSpec).
 	// Default 4; negative: none.
 	MIGEvery int
+	// DRANodes more nodes, after the Nodes, publish their 8 GPUs through
+	// DRA (a ResourceSlice of NVIDIA's driver) instead of the device plugin:
+	// there kubemedic excludes one GPU by DeviceTaintRule instead of
+	// cordoning the node (the exclusion story). Default 1; negative: none.
+	DRANodes int
 	// Speed divides every duration of the policies, rules and routing.
 	// Default DefaultSpeed.
 	Speed int
@@ -97,6 +111,9 @@ func (o *Options) defaults() {
 	if o.MIGEvery == 0 {
 		o.MIGEvery = 4
 	}
+	if o.DRANodes == 0 {
+		o.DRANodes = 1
+	}
 	if o.Speed == 0 {
 		o.Speed = DefaultSpeed
 	}
@@ -113,9 +130,11 @@ func (o *Options) defaults() {
 type World struct {
 	Cluster *localcluster.Cluster
 	// Nodes are every node's name, in order; the first NPDNodes have a
-	// FakeRoot in Roots and run NPD.
+	// FakeRoot in Roots and run NPD, the last ones are the DRANodes.
 	Nodes []string
-	Roots map[string]*FakeRoot
+	// DRANodes publish their GPUs through DRA, not the device plugin.
+	DRANodes []string
+	Roots    map[string]*FakeRoot
 	// GitHub is the GitHub stand-in and PageURL its web page; nil and the
 	// repository's issues page with Options.GitHubRepo.
 	GitHub  *ghfake.Fake
@@ -153,6 +172,8 @@ type World struct {
 	scrape     []scrapeTarget
 	// DCGM is the dcgm-exporter stand-in: GPU utilisation of pods.
 	DCGM *localcluster.DCGMExporter
+	// gpus is which GPUs the pods hold, for DCGM's series (syncGPUs).
+	gpus gpuBook
 }
 
 // scrapeTarget is one /metrics endpoint Prometheus scrapes.
@@ -193,9 +214,10 @@ func Start(ctx context.Context, o Options) (_ *World, err error) {
 		}
 	}
 
-	w.say("Starting kube-apiserver, etcd and kwok, installing the kubemedic CRDs")
+	w.say("Starting kube-apiserver (with DRA's DeviceTaintRule API), etcd, kwok, kube-scheduler and kube-controller-manager (%s), installing the kubemedic CRDs",
+		strings.Join(localcluster.SchedulingControllers, ", "))
 	cl, err := localcluster.New(ctx, localcluster.Options{Kwok: true, KwokHeartbeat: 10 * time.Second,
-		CRDDir: filepath.Join(o.RepoRoot, "deploy/crds")})
+		CRDDir: filepath.Join(o.RepoRoot, "deploy/crds"), DRA: true, Scheduler: true, ControllerManager: true})
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +225,11 @@ func Start(ctx context.Context, o Options) (_ *World, err error) {
 	w.onStop(cl.Stop)
 
 	if err := w.createNodes(ctx); err != nil {
+		return nil, err
+	}
+	// The controllers and the scheduler place the workloads while the rest
+	// starts; waitWorkloads waits for them at the end.
+	if err := w.createWorkloads(ctx); err != nil {
 		return nil, err
 	}
 	if err := w.applyPolicies(ctx); err != nil {
@@ -224,7 +251,7 @@ func Start(ctx context.Context, o Options) (_ *World, err error) {
 	if err := w.startNPD(ctx); err != nil {
 		return nil, err
 	}
-	if err := w.createWorkloads(ctx); err != nil {
+	if err := w.waitWorkloads(ctx); err != nil {
 		return nil, err
 	}
 	simCtx, cancel := context.WithCancel(context.Background())
@@ -274,9 +301,28 @@ func (w *World) createNodes(ctx context.Context) error {
 	if err := ensureNamespace(ctx, c.Client, Namespace); err != nil {
 		return err
 	}
-	nodes, err := c.CreateGPUNodes(ctx, w.opts.Nodes, localcluster.NodeSpec{MIGEvery: w.opts.MIGEvery})
+	nodes, err := c.CreateGPUNodes(ctx, w.opts.Nodes, localcluster.NodeSpec{MIGEvery: w.opts.MIGEvery,
+		Labels: map[string]string{labelDevicePlugin: "true"}})
 	if err != nil {
 		return fmt.Errorf("create nodes: %w", err)
+	}
+	if n := w.opts.DRANodes; n > 0 {
+		// The DRA nodes keep the nvidia.com/gpu capacity localcluster gives
+		// every node (kubemedic's allocatable check knows only the device
+		// plugin's resource); the workloads of the device plugin select
+		// labelDevicePlugin=true, so none lands there.
+		dra, err := c.CreateGPUNodes(ctx, n, localcluster.NodeSpec{Start: len(nodes), ResourceSlices: true,
+			Labels: map[string]string{labelDevicePlugin: "false"}})
+		if err != nil {
+			return fmt.Errorf("create the DRA nodes: %w", err)
+		}
+		if err := c.CreateGPUDeviceClass(ctx); err != nil {
+			return err
+		}
+		nodes = append(nodes, dra...)
+		for i := range dra {
+			w.DRANodes = append(w.DRANodes, dra[i].Name)
+		}
 	}
 	for i := range nodes {
 		w.Nodes = append(w.Nodes, nodes[i].Name)
@@ -311,7 +357,11 @@ func (w *World) createNodes(ctx context.Context) error {
 			return err
 		}
 	}
-	w.say("%d simulated GPU nodes are Ready (kwok), in zones zone-a and zone-b; every %s MIG", len(w.Nodes), migEvery(w.opts.MIGEvery))
+	w.say("%d simulated GPU nodes are Ready (kwok), in zones zone-a and zone-b; every %s MIG", len(w.Nodes)-len(w.DRANodes), migEvery(w.opts.MIGEvery))
+	if len(w.DRANodes) > 0 {
+		w.say("%s: 8 GPUs published through DRA (ResourceSlices of %s, DeviceClass %s) instead of the device plugin",
+			strings.Join(w.DRANodes, ", "), localcluster.NVIDIADRADriver, localcluster.GPUDeviceClass)
+	}
 	w.say("Real node-problem-detector + kubemedic-detect on a fake root: %s", strings.Join(w.Nodes[:w.opts.NPDNodes], ", "))
 	w.say("Conditions written by the simulator (as NPD would): the other %d nodes", len(w.Nodes)-w.opts.NPDNodes)
 	return nil
@@ -348,6 +398,11 @@ func setBootID(ctx context.Context, c *localcluster.Cluster, node, bootID string
 func (w *World) applyPolicies(ctx context.Context) error {
 	dir := filepath.Join(w.opts.RepoRoot, "policies/examples")
 	docs, problems := policies.LoadFiles(dir)
+	examples := len(docs)
+	if len(w.DRANodes) > 0 {
+		dra, ps := policies.Load(draPolicyFile, draPolicy)
+		docs, problems = append(docs, dra...), append(problems, ps...)
+	}
 	problems = append(problems, policies.ValidateSet(docs)...)
 	if len(problems) > 0 {
 		var b strings.Builder
@@ -380,7 +435,10 @@ func (w *World) applyPolicies(ctx context.Context) error {
 	}
 	sort.Strings(windows)
 	w.say("Applied %d objects from policies/examples, every duration divided by %d (for: 2m holds 2s); maintenance windows removed from %s so that steps run now; the janitor's dry run is off",
-		len(docs), w.opts.Speed, strings.Join(windows, ", "))
+		examples, w.opts.Speed, strings.Join(windows, ", "))
+	if len(w.DRANodes) > 0 {
+		w.say("Applied the demo's policy gpu-xid-reset-dra (%s) for the DRA nodes: its reset excludes the one GPU instead of draining the node", draPolicyFile)
+	}
 	return nil
 }
 

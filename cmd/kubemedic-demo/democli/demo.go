@@ -20,6 +20,7 @@ import (
 
 type demoOptions struct {
 	nodes, npdNodes, migEvery, speed int
+	draNodes                         int
 	kubeconfig, binDir, repoRoot     string
 	githubRepo, githubTokenFile      string
 	githubURL                        string
@@ -34,8 +35,10 @@ func newDemoCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `Demo runs kubemedic end to end on one machine, with no cluster and no
 accounts:
 
-  - a real kube-apiserver and etcd, and kwok playing the kubelet of simulated
-    GPU nodes (whole GPUs and MIG, two zones);
+  - a real kube-apiserver and etcd, kube-scheduler and kube-controller-manager
+    (Deployments make their pods, the scheduler places them), and kwok playing
+    the kubelet of simulated GPU nodes (whole GPUs and MIG, two zones; and
+    --dra-nodes more whose GPUs DRA allocates);
   - the real node-problem-detector with kubemedic-detect on the first
     --npd-nodes nodes, each on a fake host root (kernel log, /proc, mountinfo,
     a fake nvidia-smi); the other nodes get their conditions written as NPD
@@ -59,7 +62,7 @@ and NPD's --min-duration are divided by --speed (60: "for: 2m" holds 2 s),
 and maintenance windows are removed, so a story takes seconds. In another
 terminal:
 
-  kubemedic-demo scenario xid|escalate|nfs-storm|idle|dstate
+  kubemedic-demo scenario xid|escalate|nfs-storm|idle|dstate|exclusion
   kubemedic-demo inject <fault> <node>
   kubemedic status
 
@@ -78,6 +81,9 @@ control plane, NPD, Prometheus and Alertmanager from 'make testbin'
 			if o.nodes < 1 || o.npdNodes < 1 || o.speed < 1 {
 				return fmt.Errorf("--nodes, --npd-nodes and --speed must be at least 1")
 			}
+			if o.draNodes < 0 {
+				return fmt.Errorf("--dra-nodes must not be negative")
+			}
 			if (o.githubRepo == "") != (o.githubTokenFile == "") {
 				return fmt.Errorf("--github-repo and --github-token-file go together")
 			}
@@ -93,6 +99,7 @@ control plane, NPD, Prometheus and Alertmanager from 'make testbin'
 	cmd.Flags().IntVar(&o.nodes, "nodes", 16, "number of simulated GPU nodes")
 	cmd.Flags().IntVar(&o.npdNodes, "npd-nodes", 3, "how many of them run the real node-problem-detector and kubemedic-detect")
 	cmd.Flags().IntVar(&o.migEvery, "mig-every", 4, "every k-th node exposes MIG devices instead of whole GPUs (0: none)")
+	cmd.Flags().IntVar(&o.draNodes, "dra-nodes", 1, "how many more nodes publish their GPUs through DRA instead of the device plugin (the exclusion scenario's; 0: none)")
 	cmd.Flags().IntVar(&o.speed, "speed", demo.DefaultSpeed, "divide the durations of the policies, the alert rules' for:, the routing and NPD's --min-duration by this")
 	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the kubeconfig of the demo cluster (default $TMPDIR/kubemedic-demo.kubeconfig, or kubemedic-demo-<pid>.kubeconfig beside it while another demo holds that)")
 	cmd.Flags().StringVar(&o.binDir, "bin-dir", "", "directory of kubemedic-detect, -remediator, -alertbridge and -janitor (default: this binary's directory)")
@@ -145,9 +152,13 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	if migEvery == 0 {
 		migEvery = -1
 	}
+	draNodes := o.draNodes
+	if draNodes == 0 {
+		draNodes = -1
+	}
 	fmt.Fprintf(out, "Logs, configs and the fake node roots go to %s\n", dir)
 	w, err := demo.Start(ctx, demo.Options{RepoRoot: root, BinDir: o.binDir, Dir: dir, Nodes: o.nodes,
-		NPDNodes: min(o.npdNodes, o.nodes), MIGEvery: migEvery, Speed: o.speed, Out: out,
+		NPDNodes: min(o.npdNodes, o.nodes), MIGEvery: migEvery, DRANodes: draNodes, Speed: o.speed, Out: out,
 		GitHubRepo: o.githubRepo, GitHubTokenFile: o.githubTokenFile, GitHubURL: o.githubURL,
 		SlackTokenFile: o.slackTokenFile, SlackChannel: o.slackChannel})
 	if err != nil {

@@ -118,7 +118,7 @@ func TestDemo(t *testing.T) {
 		return string(out)
 	}
 	nodes := kubectl("get", "nodes", "--no-headers")
-	require.Equal(t, 16, strings.Count(nodes, " Ready "), nodes)
+	require.Equal(t, 16+1, strings.Count(nodes, " Ready "), "16 and the DRA node: %s", nodes)
 	policies := kubectl("get", "remediationpolicies", "-o", "name")
 	require.Contains(t, policies, "remediationpolicy.kubemedic.io/")
 	require.Contains(t, kubectl("get", "nodeoperationtemplates", "-o", "name"), "nodeoperationtemplate.kubemedic.io/reset-gpu")
@@ -128,7 +128,7 @@ func TestDemo(t *testing.T) {
 	for _, pid := range children {
 		commands[comm(pid)] = true
 	}
-	for _, want := range []string{"etcd", "kube-apiserver", "kwok", "node-problem-de", "prometheus", "alertmanager", "kubemedic-remed", "kubemedic-janit", "kubemedic-alert"} {
+	for _, want := range []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller", "kwok", "node-problem-de", "prometheus", "alertmanager", "kubemedic-remed", "kubemedic-janit", "kubemedic-alert"} {
 		require.True(t, commands[want], "the demo runs %s; it runs %v", want, commands)
 	}
 	require.NoError(t, d.interrupt(t), "demo should exit 0 after Ctrl-C")
@@ -150,9 +150,9 @@ func TestTwoDemos(t *testing.T) {
 	env := []string{"TMPDIR=" + tmp}
 	defaultPath := filepath.Join(tmp, "kubemedic-demo.kubeconfig")
 
-	first := startDemo(t, bin, binDir, env, "--nodes", "2", "--mig-every", "0")
+	first := startDemo(t, bin, binDir, env, "--nodes", "2", "--mig-every", "0", "--dra-nodes", "0")
 	require.Contains(t, first.waitFor(t, "export KUBECONFIG=", 2*time.Minute), "export KUBECONFIG="+defaultPath)
-	second := startDemo(t, bin, binDir, env, "--nodes", "3", "--mig-every", "0")
+	second := startDemo(t, bin, binDir, env, "--nodes", "3", "--mig-every", "0", "--dra-nodes", "0")
 	secondPath := filepath.Join(tmp, "kubemedic-demo-"+strconv.Itoa(second.cmd.Process.Pid)+".kubeconfig")
 	transcript := second.waitFor(t, "export KUBECONFIG=", 2*time.Minute)
 	require.Contains(t, transcript, "Another demo (pid "+strconv.Itoa(first.cmd.Process.Pid)+") is running with "+defaultPath)
