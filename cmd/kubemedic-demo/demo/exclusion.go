@@ -79,7 +79,8 @@ func runExclusion(ctx context.Context, s *Session) error {
 		}
 	}
 	if running != 8 || victim == nil {
-		return fmt.Errorf("Deployment %s/%s should run 8 pods on %s, one on each GPU: %d run, and none holds %s (run the story on a fresh demo)", workloadNS, deploy, node, running, device)
+		return fmt.Errorf("deployment %s/%s should run 8 pods on %s, one on each GPU, to begin with: %d run, and %s is held: %t (run the story on a fresh demo)",
+			workloadNS, deploy, node, running, device, victim != nil)
 	}
 	if err := s.inject(ctx, "xid", node); err != nil {
 		return err
