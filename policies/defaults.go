@@ -61,6 +61,33 @@ func StepDiagnostics(p *v1alpha1.RemediationPolicySpec, st *v1alpha1.Remediation
 	return nil
 }
 
+// StepValidate is the active GPU test for a step: its own, else the
+// policy's for a step that runs an operation; nil for none (and for a
+// quarantine, which repairs nothing).
+func StepValidate(p *v1alpha1.RemediationPolicySpec, st *v1alpha1.RemediationStep) *v1alpha1.ValidateSpec {
+	switch {
+	case st.Quarantine:
+		return nil
+	case st.Validate != nil:
+		return st.Validate
+	case st.Operation != "":
+		return p.Validate
+	}
+	return nil
+}
+
+// ValidateTimeout is how long one attempt of an active GPU test may take:
+// its own timeout, else its template's, else DefaultTemplateTimeout.
+func ValidateTimeout(v *v1alpha1.ValidateSpec, tpl *v1alpha1.NodeOperationTemplate) time.Duration {
+	switch {
+	case v.Timeout != nil:
+		return v.Timeout.Duration
+	case tpl != nil && tpl.Spec.Timeout != nil:
+		return tpl.Spec.Timeout.Duration
+	}
+	return DefaultTemplateTimeout
+}
+
 // DiagnosticsTimeout is how long a capture may take: its own timeout, else
 // its template's, else DefaultTemplateTimeout; ok is false when neither is
 // set and the template is unknown.

@@ -71,6 +71,11 @@ func ValidateSet(docs []*Document) []Problem {
 					errs = append(errs, e)
 				}
 			}
+			if v := o.Spec.Validate; v != nil && v.Operation != "" {
+				if e := missing(field.NewPath("spec", "validate", "operation"), v.Operation); e != nil {
+					errs = append(errs, e)
+				}
+			}
 			for i, st := range o.Spec.Steps {
 				sp := field.NewPath("spec", "steps").Index(i)
 				if st.Operation != "" {
@@ -83,11 +88,21 @@ func ValidateSet(docs []*Document) []Problem {
 						errs = append(errs, e)
 					}
 				}
+				if v := st.Validate; v != nil && v.Operation != "" {
+					if e := missing(sp.Child("validate", "operation"), v.Operation); e != nil {
+						errs = append(errs, e)
+					}
+				}
 				errs = append(errs, diagnosticsFits(o, &o.Spec.Steps[i], templates, sp)...)
 			}
 		case *v1alpha1.NodeOperation:
 			if o.Spec.Operation != "" {
 				if e := missing(field.NewPath("spec", "operation"), o.Spec.Operation); e != nil {
+					errs = append(errs, e)
+				}
+			}
+			if v := o.Spec.Validate; v != nil && v.Operation != "" {
+				if e := missing(field.NewPath("spec", "validate", "operation"), v.Operation); e != nil {
 					errs = append(errs, e)
 				}
 			}

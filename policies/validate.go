@@ -109,6 +109,14 @@ func validateRemediationPolicySpec(s *v1alpha1.RemediationPolicySpec, p *field.P
 	if s.Diagnostics != nil {
 		errs = append(errs, validateDiagnostics(s.Diagnostics, nil, p.Child("diagnostics"))...)
 	}
+	if s.Validate != nil {
+		errs = append(errs, validateValidate(s.Validate, p.Child("validate"))...)
+		for i := range s.Steps {
+			if st := &s.Steps[i]; st.Validate == nil && st.Operation != "" && !st.Cordon && st.Drain == nil {
+				errs = append(errs, field.Invalid(sp.Index(i).Child("cordon"), false, validateNeedsCordon("the policy's validate applies to step "+st.Name)))
+			}
+		}
+	}
 	if s.Priority < -1000 || s.Priority > 1000 {
 		errs = append(errs, field.Invalid(p.Child("priority"), s.Priority, "must be between -1000 and 1000"))
 	}
@@ -160,8 +168,44 @@ func validateStep(st *v1alpha1.RemediationStep, p *field.Path) field.ErrorList {
 			errs = append(errs, validateDiagnostics(st.Diagnostics, st.Timeout, p.Child("diagnostics"))...)
 		}
 	}
+	if st.Validate != nil {
+		errs = append(errs, validateStepValidate(&st.StepAction, p)...)
+	}
 	errs = append(errs, nonNegative(st.HealthyFor, p.Child("healthyFor"))...)
 	return append(errs, nonNegative(st.RecoveryTimeout, p.Child("recoveryTimeout"))...)
+}
+
+// validateStepValidate checks the active GPU test of a step or a
+// NodeOperation: never on a quarantine (the node is handed to a human, and
+// nothing repaired it), and only on a cordoned node (the test needs every
+// GPU, and a node must not serve before it passes).
+func validateStepValidate(a *v1alpha1.StepAction, p *field.Path) field.ErrorList {
+	if a.Quarantine {
+		return field.ErrorList{field.Forbidden(p.Child("validate"), "a quarantine step takes no validate: nothing was repaired, and a human decides when the node serves again")}
+	}
+	errs := validateValidate(a.Validate, p.Child("validate"))
+	if !a.Cordon && a.Drain == nil {
+		errs = append(errs, field.Invalid(p.Child("cordon"), false, validateNeedsCordon("validate is set")))
+	}
+	return errs
+}
+
+// validateNeedsCordon is the detail of a validate on a step that does not
+// cordon.
+func validateNeedsCordon(why string) string {
+	return why + ", so the step must cordon (cordon: true, or a drain): the test pod takes every GPU of the node, and the node must not serve new pods before the test passes"
+}
+
+// validateValidate checks a validate spec on its own (that its template
+// exists is checked with the set, ValidateSet).
+func validateValidate(v *v1alpha1.ValidateSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if v.Operation == "" {
+		errs = append(errs, field.Required(p.Child("operation"), "the NodeOperationTemplate that tests the GPUs, e.g. validate-dcgm-diag"))
+	} else {
+		errs = append(errs, validateDNSSubdomain(v.Operation, p.Child("operation"))...)
+	}
+	return append(errs, positive(v.Timeout, p.Child("timeout"))...)
 }
 
 var diagnosticsWhen = []string{string(v1alpha1.DiagnosticsBeforeDrain), string(v1alpha1.DiagnosticsAfterDrain)}
@@ -409,6 +453,9 @@ func validateNodeOperationSpec(s *v1alpha1.NodeOperationSpec, p *field.Path) fie
 	}
 	if s.Timeout != nil {
 		errs = append(errs, positive(s.Timeout, p.Child("timeout"))...)
+	}
+	if s.Validate != nil {
+		errs = append(errs, validateStepValidate(&s.StepAction, p)...)
 	}
 	errs = append(errs, nonNegative(s.HealthyFor, p.Child("healthyFor"))...)
 	errs = append(errs, nonNegative(s.RecoveryTimeout, p.Child("recoveryTimeout"))...)

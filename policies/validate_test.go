@@ -79,6 +79,28 @@ func TestValidateRemediationPolicy(t *testing.T) {
 		{desc: "quarantine step with drain", mutate: func(p *v1alpha1.RemediationPolicy) {
 			p.Spec.Steps[2].Drain = &v1alpha1.DrainSpec{Mode: "Evict", Timeout: &metav1.Duration{Duration: time.Minute}}
 		}, want: `spec.steps[2].drain: Forbidden: a quarantine step takes no drain`},
+		{desc: "validate on a step that drains is valid", mutate: func(p *v1alpha1.RemediationPolicy) {
+			p.Spec.Steps[1].Validate = &v1alpha1.ValidateSpec{Operation: "validate-dcgm-diag", Timeout: &metav1.Duration{Duration: 20 * time.Minute}}
+		}},
+		{desc: "validate on a quarantine step", mutate: func(p *v1alpha1.RemediationPolicy) {
+			p.Spec.Steps[2].Validate = &v1alpha1.ValidateSpec{Operation: "validate-dcgm-diag"}
+		}, want: `spec.steps[2].validate: Forbidden: a quarantine step takes no validate`},
+		{desc: "validate on a step that does not cordon", mutate: func(p *v1alpha1.RemediationPolicy) {
+			p.Spec.Steps[0].Validate = &v1alpha1.ValidateSpec{Operation: "validate-dcgm-diag"}
+		}, want: `spec.steps[0].cordon: Invalid value: false: validate is set, so the step must cordon`},
+		{desc: "the policy's validate on a step that does not cordon", mutate: func(p *v1alpha1.RemediationPolicy) {
+			p.Spec.Validate = &v1alpha1.ValidateSpec{Operation: "validate-dcgm-diag"}
+		}, want: `spec.steps[0].cordon: Invalid value: false: the policy's validate applies to step reset, so the step must cordon`},
+		{desc: "the policy's validate, every operation step cordons", mutate: func(p *v1alpha1.RemediationPolicy) {
+			p.Spec.Steps[0].Cordon = true
+			p.Spec.Validate = &v1alpha1.ValidateSpec{Operation: "validate-dcgm-diag"}
+		}},
+		{desc: "validate without a template", mutate: func(p *v1alpha1.RemediationPolicy) {
+			p.Spec.Steps[1].Validate = &v1alpha1.ValidateSpec{}
+		}, want: `spec.steps[1].validate.operation: Required value`},
+		{desc: "validate with a zero timeout", mutate: func(p *v1alpha1.RemediationPolicy) {
+			p.Spec.Steps[1].Validate = &v1alpha1.ValidateSpec{Operation: "validate-dcgm-diag", Timeout: &metav1.Duration{}}
+		}, want: `spec.steps[1].validate.timeout: Invalid value: "0s": must be a positive duration`},
 		{desc: "drain rule without a match", mutate: func(p *v1alpha1.RemediationPolicy) {
 			p.Spec.Steps[1].Drain.Rules = []v1alpha1.DrainRule{{Mode: v1alpha1.DrainSkip}}
 		}, want: `spec.steps[1].drain.rules[0]: Required value: a drain rule needs namespaces or a podSelector`},
@@ -179,6 +201,38 @@ func TestValidateSetDuplicatesAndReferences(t *testing.T) {
 		`f.yaml:15: metadata.name: Duplicate value: "ok": RemediationPolicy "ok" is also defined at f.yaml:1`,
 		`f.yaml:21: spec.steps[0].operation: no NodeOperationTemplate named "reboot"; load the file that defines it too, e.g. -f policies/examples/operation-templates.yaml`,
 	}, sortedLines(lines))
+}
+
+// TestValidateSetUnknownValidationTemplate: a validate naming a template
+// that no file defines is an error at its line, as an operation's is.
+func TestValidateSetUnknownValidationTemplate(t *testing.T) {
+	const y = `apiVersion: kubemedic.io/v1alpha1
+kind: NodeOperationTemplate
+metadata:
+  name: reboot
+spec:
+  image: busybox
+  command: ["true"]
+---
+apiVersion: kubemedic.io/v1alpha1
+kind: RemediationPolicy
+metadata:
+  name: v
+spec:
+  conditions:
+  - type: GPUXidError
+  steps:
+  - name: reboot
+    operation: reboot
+    drain: {}
+    validate:
+      operation: validate-dcgm-diag
+`
+	docs, ps := policies.Load("v.yaml", []byte(y))
+	require.Empty(t, ps)
+	require.Equal(t, []string{
+		`v.yaml:21: spec.steps[0].validate.operation: no NodeOperationTemplate named "validate-dcgm-diag"; the loaded set has reboot`,
+	}, problemLines(policies.ValidateSet(docs)))
 }
 
 func sortedLines(l []string) []string {

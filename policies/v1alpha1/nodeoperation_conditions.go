@@ -26,6 +26,10 @@ const (
 	// with a bundle (reason Captured or Partial), False while it runs or
 	// when it failed (reason DiagnosticsFailed).
 	OperationDiagnosed = "Diagnosed"
+	// OperationValidated is True once the active GPU test passed, False
+	// while it runs (reason Validating) or when it failed (reason
+	// ValidationFailed).
+	OperationValidated = "Validated"
 )
 
 // Reasons of NodeOperation conditions and Events that policies, alerts and
@@ -110,6 +114,19 @@ const (
 	// ReasonDiagnosticsFailed: Diagnosed is False, no bundle was made (also
 	// the Event, and the operation's reason when the capture was required).
 	ReasonDiagnosticsFailed = "DiagnosticsFailed"
+	// ReasonValidating: Validated is False while the test pod runs.
+	ReasonValidating = "Validating"
+	// ReasonValidationPassed: Validated is True, the report passed every
+	// GPU (also the Event).
+	ReasonValidationPassed = "ValidationPassed"
+	// ReasonValidationFailed: Validated is False, the report failed a GPU
+	// or there was no answer twice (also the Event, and the operation's
+	// reason: the ladder moves on).
+	ReasonValidationFailed = "ValidationFailed"
+	// ReasonValidationNoAnswer: the Event of a first attempt that gave no
+	// answer (the pod could not run, timed out, or left no usable report),
+	// which is retried once.
+	ReasonValidationNoAnswer = "ValidationNoAnswer"
 )
 
 // Event reasons of NodeOperation transitions that are not condition reasons.
@@ -140,6 +157,8 @@ const (
 	// say whether it was applied; the note names the node and what is
 	// missing. The step fails at its timeout unless evidence comes.
 	EventMachineRequestHeld = "MachineRequestHeld"
+	// EventValidationStarted: the active GPU test's pod was created.
+	EventValidationStarted = "ValidationStarted"
 	// EventOperationSucceeded: the success criterion was met.
 	EventOperationSucceeded = "OperationSucceeded"
 	// EventOperationCreated: a RemediationPolicy created the operation.

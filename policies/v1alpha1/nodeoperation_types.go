@@ -111,12 +111,13 @@ type TriggerCondition struct {
 }
 
 // NodeOperationPhase is where an operation is in its lifecycle.
-// +kubebuilder:validation:Enum=Pending;WaitingForBudget;Cordoning;Capturing;Draining;Running;Verifying;Succeeded;Failed;Skipped
+// +kubebuilder:validation:Enum=Pending;WaitingForBudget;Cordoning;Capturing;Draining;Running;Verifying;Validating;Succeeded;Failed;Skipped
 type NodeOperationPhase string
 
 // The lifecycle: Pending → WaitingForBudget → Cordoning → Draining → Running
-// → Verifying → Succeeded | Failed | Skipped, with Capturing (the
-// diagnostics) before or after Draining when the step asks for it.
+// → Verifying → Validating → Succeeded | Failed | Skipped, with Capturing
+// (the diagnostics) before or after Draining, and Validating (the active
+// GPU test) only when the step asks for them.
 const (
 	PhasePending          NodeOperationPhase = "Pending"
 	PhaseWaitingForBudget NodeOperationPhase = "WaitingForBudget"
@@ -125,6 +126,7 @@ const (
 	PhaseDraining         NodeOperationPhase = "Draining"
 	PhaseRunning          NodeOperationPhase = "Running"
 	PhaseVerifying        NodeOperationPhase = "Verifying"
+	PhaseValidating       NodeOperationPhase = "Validating"
 	PhaseSucceeded        NodeOperationPhase = "Succeeded"
 	PhaseFailed           NodeOperationPhase = "Failed"
 	PhaseSkipped          NodeOperationPhase = "Skipped"
@@ -190,6 +192,10 @@ type NodeOperationStatus struct {
 	// operation changed it, and where the bundle is kept.
 	// +optional
 	Diagnostics *DiagnosticsStatus `json:"diagnostics,omitempty"`
+	// Validation is the active GPU test that ran after verification,
+	// before the uncordon, and its report.
+	// +optional
+	Validation *ValidationStatus `json:"validation,omitempty"`
 	// OwnerNotices are the Slack messages to the owners of the pods the
 	// drain stops, one per pod, each written before its pod is stopped and
 	// then claimed, sent and recorded: a crash, a restart or a second
@@ -204,7 +210,8 @@ type NodeOperationStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	OwnerNoticesUnrecorded int32 `json:"ownerNoticesUnrecorded,omitempty"`
-	// Conditions: Cordoned, Drained, OperationSucceeded, Verified.
+	// Conditions: Cordoned, Drained, OperationSucceeded, Verified,
+	// Validated.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -267,6 +274,86 @@ type DiagnosticsStatus struct {
 	// and the logs of the GPU Operator's pods on it.
 	// +optional
 	Cluster *DiagnosticsBundle `json:"cluster,omitempty"`
+}
+
+// ValidationResult is how the active GPU test went.
+// +kubebuilder:validation:Enum=Validating;Passed;Failed
+type ValidationResult string
+
+const (
+	// ValidationValidating: the test pod runs (or is about to, for the
+	// retry).
+	ValidationValidating ValidationResult = "Validating"
+	// ValidationPassed: the report said Pass for every GPU.
+	ValidationPassed ValidationResult = "Passed"
+	// ValidationFailed: the report said Fail, or there was no answer
+	// twice; Message says which.
+	ValidationFailed ValidationResult = "Failed"
+)
+
+// ValidationStatus is the active GPU test of an operation.
+type ValidationStatus struct {
+	// Result is how the test went.
+	Result ValidationResult `json:"result"`
+	// Template is the NodeOperationTemplate that tests.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Template string `json:"template,omitempty"`
+	// Attempt is 1, or 2 after a first attempt that gave no answer.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2
+	Attempt int32 `json:"attempt,omitempty"`
+	// PodName is the attempt's test pod in the kubemedic namespace; empty
+	// while the retry waits for the first attempt's pod to go.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PodName string `json:"podName,omitempty"`
+	// StartTime is when the attempt's pod was created.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the test ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// NoAnswer is why the first attempt gave no answer, when it was
+	// retried.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	NoAnswer string `json:"noAnswer,omitempty"`
+	// Message says what passed or failed, or why there was no answer.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// Test is the test the report is about (dcgm, nccl, nvbandwidth), and
+	// Model the GPU model it judged by.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Test string `json:"test,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Model string `json:"model,omitempty"`
+	// GPUs are the report's verdicts per GPU, by UUID.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	GPUs []ValidationGPU `json:"gpus,omitempty"`
+}
+
+// ValidationGPU is one GPU's verdict in a validation report.
+type ValidationGPU struct {
+	// +kubebuilder:validation:MaxLength=128
+	UUID string `json:"uuid"`
+	// Verdict is Pass, Fail or NoAnswer.
+	// +kubebuilder:validation:MaxLength=16
+	Verdict string `json:"verdict"`
+	// Failed are the tool's tests that failed on this GPU, e.g. memory.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=64
+	Failed []string `json:"failed,omitempty"`
+	// Detail is what the tool said, cut short.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Detail string `json:"detail,omitempty"`
 }
 
 // DiagnosticsBundle is one capture's .tar.gz in the diagnostics store.

@@ -95,6 +95,11 @@ type RemediationPolicySpec struct {
 	// sets none of its own.
 	// +optional
 	Diagnostics *DiagnosticsSpec `json:"diagnostics,omitempty"`
+
+	// Validate is the active GPU test for every step that runs an
+	// operation and sets none of its own.
+	// +optional
+	Validate *ValidateSpec `json:"validate,omitempty"`
 }
 
 // ConditionMatch matches one node condition.
@@ -132,6 +137,8 @@ type ConditionMatch struct {
 // RemediationStep is one rung of the escalation ladder.
 // +kubebuilder:validation:XValidation:rule="has(self.operation) != (has(self.quarantine) && self.quarantine)",message="a step sets exactly one of operation or quarantine: true"
 // +kubebuilder:validation:XValidation:rule="!(has(self.quarantine) && self.quarantine) || !has(self.drain)",message="a quarantine step takes no drain: it cordons and taints, and leaves the pods to a human"
+// +kubebuilder:validation:XValidation:rule="!(has(self.quarantine) && self.quarantine) || !has(self.validate)",message="a quarantine step takes no validate: nothing was repaired, and a human decides when the node serves again"
+// +kubebuilder:validation:XValidation:rule="!has(self.validate) || (has(self.cordon) && self.cordon) || has(self.drain)",message="a step with validate must cordon (cordon: true, or a drain): the test pod takes every GPU of the node"
 type RemediationStep struct {
 	// Name identifies the step in NodeOperations, Events and metrics.
 	// +required
@@ -207,6 +214,39 @@ type StepAction struct {
 	// that runs an operation: the policy's diagnostics, if any.
 	// +optional
 	Diagnostics *DiagnosticsSpec `json:"diagnostics,omitempty"`
+
+	// Validate runs an active GPU test on the node after the operation
+	// succeeded and the node passed verification, before the uncordon: the
+	// node stays cordoned until the test passes. Unset on a step that runs
+	// an operation: the policy's validate, if any.
+	// +optional
+	Validate *ValidateSpec `json:"validate,omitempty"`
+}
+
+// ValidateSpec names the active GPU test (DCGM diagnostics, NCCL
+// all-reduce, nvbandwidth) that proves a repaired node healthy before it
+// serves again. Its pod gets every GPU of the node and writes a
+// kubemedic-validate report as its termination message. A pass uncordons
+// the node; a failure fails the step (reason ValidationFailed) and sets the
+// node condition GPUValidationFailed; no answer (the pod could not run,
+// timed out, or its report is missing or unparseable) is retried once and
+// then counts as a failure.
+type ValidateSpec struct {
+	// Operation names the NodeOperationTemplate that tests, e.g.
+	// validate-dcgm-diag.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Operation string `json:"operation"`
+
+	// Timeout bounds each attempt of the test, from its pod's creation to
+	// its report. Unset: the template's timeout.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a non-negative duration like 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no days)"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // DiagnosticsWhen says when a capture runs, relative to the step's drain.
