@@ -116,14 +116,34 @@ func historyEntry(before v1alpha1.NodeOperationPhase, op *v1alpha1.NodeOperation
 	return e, false
 }
 
-// recordHistory adds the transition's entry to the node's GPU history
+// validationFaults are the faults a failed GPU test adds to the node's GPU
+// history, one per GPU it failed, timed at the test's end: they count
+// toward the per-GPU attempt cap like a detector's fault.
+func validationFaults(before v1alpha1.NodeOperationPhase, st v1alpha1.NodeOperationStatus) []gpuwire.Entry {
+	v := st.Validation
+	if before != v1alpha1.PhaseValidating || st.Phase != v1alpha1.PhaseFailed || v == nil || v.CompletionTime == nil {
+		return nil
+	}
+	var out []gpuwire.Entry
+	for _, uuid := range plan.FailingGPUs(v) {
+		out = append(out, gpuwire.Entry{Time: v.CompletionTime.Time, UUID: gpuwire.NormalizeUUID(uuid),
+			Fault: &gpuwire.Fault{Condition: v1alpha1.ConditionGPUValidationFailed, Reason: v1alpha1.ValidationFailedReason(v.Test)}})
+	}
+	return out
+}
+
+// recordHistory adds the transition's entries to the node's GPU history
 // annotation before the status that records the transition is written: a
 // failed write fails the pass, which is retried, and an entry already there
 // (a retried pass) is not added twice. An annotation that does not parse is
 // left alone and the failure logged: evidence is never overwritten.
 func (r *OperationReconciler) recordHistory(ctx context.Context, before v1alpha1.NodeOperationPhase, op *v1alpha1.NodeOperation, st v1alpha1.NodeOperationStatus) error {
-	e, ok := historyEntry(before, op, st)
-	if !ok {
+	var entries []gpuwire.Entry
+	if e, ok := historyEntry(before, op, st); ok {
+		entries = append(entries, e)
+	}
+	entries = append(entries, validationFaults(before, st)...)
+	if len(entries) == 0 {
 		return nil
 	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -136,13 +156,19 @@ func (r *OperationReconciler) recordHistory(ctx context.Context, before v1alpha1
 		}
 		h, err := gpuwire.Parse(n.Annotations[gpuwire.Annotation])
 		if err != nil {
-			log.FromContext(ctx).Error(err, "Not recording the GPU history: the node's annotation does not parse; fix or remove it", "annotation", gpuwire.Annotation, "entry", e)
+			log.FromContext(ctx).Error(err, "Not recording the GPU history: the node's annotation does not parse; fix or remove it", "annotation", gpuwire.Annotation, "entries", entries)
 			return nil
 		}
-		if gpuhistory.Has(h, e) {
+		added := false
+		for _, e := range entries {
+			if !gpuhistory.Has(h, e) {
+				h, added = gpuhistory.Add(h, e, r.Clock.Now()), true
+			}
+		}
+		if !added {
 			return nil
 		}
-		enc, err := gpuhistory.Add(h, e, r.Clock.Now()).Encode()
+		enc, err := h.Encode()
 		if err != nil {
 			return fmt.Errorf("encode the GPU history of node %s: %w", n.Name, err)
 		}

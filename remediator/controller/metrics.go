@@ -22,6 +22,10 @@ type Metrics struct {
 	timeToRemediate *prometheus.HistogramVec
 	notifications   *prometheus.CounterVec
 	captures        *prometheus.CounterVec
+	// validations and validationSeconds: the validation gate's tests that
+	// ended.
+	validations       *prometheus.CounterVec
+	validationSeconds *prometheus.HistogramVec
 	ruleChecks      *prometheus.CounterVec
 	// conflicts counts the reconciles that lost an optimistic-concurrency
 	// race and were requeued quietly (ctrlmgr.QuietConflicts), by
@@ -64,6 +68,15 @@ func NewMetrics(reader client.Reader) *Metrics {
 			Name: "kubemedic_remediation_captures_total",
 			Help: "Diagnostics captures that ended, by policy and result: Captured, Partial (a bundle, some parts failed) or Failed (no bundle; the repair went on unless the capture was required).",
 		}, []string{"policy", "result"}),
+		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_remediation_validations_total",
+			Help: "Active GPU tests of the validation gate that ended, by policy, test (dcgm, nccl, nvbandwidth; none when no report came) and result: Passed (the node was uncordoned) or Failed (a GPU failed, or no answer twice; the node stays cordoned and the ladder moves on).",
+		}, []string{"policy", "test", "result"}),
+		validationSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kubemedic_remediation_validation_duration_seconds",
+			Help:    "From the last attempt's test pod's creation to the gate's verdict, by policy and result.",
+			Buckets: []float64{10, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600},
+		}, []string{"policy", "result"}),
 		ruleChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubemedic_remediation_gpu_exclusion_checks_total",
 			Help: "Checks of kubemedic's DeviceTaintRules against the devices their nodes publish, by verdict: Keep (selects its GPU, or no device), Move (the GPU has another device name now; the rule follows it), Release (the device is another GPU now, or the node is gone; the rule is deleted), Unknown (nothing published yet, or ambiguous; the rule stays), Error (the check or its write failed; a write that conflicted is counted in kubemedic_remediation_conflicts_total instead, and checked again next time).",
@@ -96,7 +109,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		m.ruleChecks.WithLabelValues(v.String())
 	}
 	m.ruleChecks.WithLabelValues(ruleCheckError)
-	for _, c := range append([]prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.ruleChecks, m.conflicts, m.objects}, m.stack.Collectors()...) {
+	for _, c := range append([]prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.validations, m.validationSeconds, m.ruleChecks, m.conflicts, m.objects}, m.stack.Collectors()...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -69,8 +69,8 @@ var _ reconcile.Reconciler = &OperationReconciler{}
 
 // maxSteps bounds the lifecycle steps of one pass: the longest run that
 // needs no waiting (Pending → WaitingForBudget → Cordoning → Capturing →
-// Draining → Running → Verifying → finished) is shorter.
-const maxSteps = 9
+// Draining → Running → Verifying → Validating → finished) is shorter.
+const maxSteps = 10
 
 // Reconcile moves one operation as far through its lifecycle as it can go
 // now, writes its status once, then emits the Events of its transitions
@@ -192,6 +192,13 @@ func (r *OperationReconciler) advance(ctx context.Context, op *v1alpha1.NodeOper
 		if err := r.recordHistory(ctx, before, op, t.Status); err != nil {
 			return out, err
 		}
+		if t.Validation != nil {
+			// Before the status: a failed write is retried, and the
+			// condition, keyed by type, is written again unchanged.
+			if err := r.setValidationCondition(ctx, op.Spec.NodeName, t.Validation); err != nil {
+				return out, err
+			}
+		}
 		op.Status = t.Status
 		out.events = append(out.events, later...)
 		out.afterWrite = append(out.afterWrite, r.metrics(op, t)...)
@@ -297,6 +304,13 @@ func (r *OperationReconciler) observe(ctx context.Context, op *v1alpha1.NodeOper
 			st.in.Pod, err = r.operationPod(ctx, op)
 		}
 	case v1alpha1.PhaseVerifying:
+	case v1alpha1.PhaseValidating:
+		if v := op.Spec.Validate; v != nil {
+			if st.in.ValidateTemplate, err = r.template(ctx, v.Operation); err != nil {
+				break
+			}
+			st.in.ValidatePods, err = r.validatePods(ctx, op)
+		}
 	default:
 		var all []*plan.Policy
 		if all, err = compiledPolicies(ctx, r.Client); err == nil {
@@ -388,6 +402,13 @@ func (r *OperationReconciler) effect(ctx context.Context, st *step, t *plan.Tran
 		if err := r.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("delete timed-out capture pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
+	case plan.EffectCreateValidationPod:
+		if err := r.deleteOtherValidationPods(ctx, st, t); err != nil {
+			return false, err
+		}
+		return false, r.createValidationPod(ctx, op, t, st)
+	case plan.EffectDeleteValidationPod:
+		return false, r.deleteOtherValidationPods(ctx, st, t)
 	case plan.EffectDeletePod:
 		pod := st.in.Pod
 		if err := r.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
@@ -435,6 +456,17 @@ func (r *OperationReconciler) metrics(op *v1alpha1.NodeOperation, t plan.Transit
 	}
 	if result := t.Captured; result != "" {
 		out = append(out, func() { r.Metrics.captures.WithLabelValues(policy, string(result)).Inc() })
+	}
+	if v := t.Status.Validation; v != nil && t.Validation != nil {
+		result, test := string(v.Result), v.Test
+		if test == "" {
+			test = "none"
+		}
+		out = append(out, func() { r.Metrics.validations.WithLabelValues(policy, test, result).Inc() })
+		if v.StartTime != nil && v.CompletionTime != nil {
+			took := v.CompletionTime.Sub(v.StartTime.Time)
+			out = append(out, func() { r.Metrics.validationSeconds.WithLabelValues(policy, result).Observe(took.Seconds()) })
+		}
 	}
 	if took := t.Remediated; took > 0 {
 		step := stepLabel(op)

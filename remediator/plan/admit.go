@@ -67,7 +67,7 @@ type Admission struct {
 // and not finished, or the ledger reserved it.
 func Running(op *v1alpha1.NodeOperation, reserved map[string]bool) bool {
 	switch op.Status.Phase {
-	case v1alpha1.PhaseCordoning, v1alpha1.PhaseCapturing, v1alpha1.PhaseDraining, v1alpha1.PhaseRunning, v1alpha1.PhaseVerifying:
+	case v1alpha1.PhaseCordoning, v1alpha1.PhaseCapturing, v1alpha1.PhaseDraining, v1alpha1.PhaseRunning, v1alpha1.PhaseVerifying, v1alpha1.PhaseValidating:
 		return true
 	}
 	return reserved[op.Name] && !op.Status.Phase.Finished()

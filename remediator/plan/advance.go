@@ -79,6 +79,12 @@ type AdvanceInput struct {
 	// CapturePod is the capture pod (Capturing); nil when it was not
 	// created yet or is gone.
 	CapturePod *corev1.Pod
+	// ValidateTemplate is the validation's NodeOperationTemplate
+	// (Validating); nil when it does not exist.
+	ValidateTemplate *v1alpha1.NodeOperationTemplate
+	// ValidatePods are the operation's test pods that exist, of either
+	// attempt (Validating).
+	ValidatePods []*corev1.Pod
 	Now        time.Time
 }
 
@@ -91,7 +97,8 @@ type AdvanceInput struct {
 // (admission: skip, wait or start; dry run ends here) → Cordoning (or
 // quarantine) → Draining → Running (the pod, or a reboot seen by boot ID,
 // within the timeout) → Verifying (within the recovery timeout) →
-// Succeeded | Failed | Skipped, deleted after the retention.
+// Validating (the step's active GPU test, when it names one; validate.go)
+// → Succeeded | Failed | Skipped, deleted after the retention.
 func Advance(in AdvanceInput) Transition {
 	t := &transition{in: in, Transition: Transition{Status: *in.Op.Status.DeepCopy()}}
 	switch in.Op.Status.Phase {
@@ -109,6 +116,8 @@ func Advance(in AdvanceInput) Transition {
 		t.running()
 	case v1alpha1.PhaseVerifying:
 		t.verifying()
+	case v1alpha1.PhaseValidating:
+		t.validating()
 	default:
 		t.finished()
 	}
@@ -451,6 +460,10 @@ func (t *transition) verifying() {
 	}
 	v := Verify(op, n, t.in.Now)
 	if v.OK {
+		if t.validateNow() {
+			t.cond(v1alpha1.OperationVerified, metav1.ConditionTrue, v1alpha1.ReasonVerified, v.Message)
+			return
+		}
 		t.Effect = EffectUncordon
 		t.cond(v1alpha1.OperationVerified, metav1.ConditionTrue, v1alpha1.ReasonVerified, v.Message)
 		if op.Spec.Trigger != nil {

@@ -275,6 +275,7 @@ func NewOperation(p *Policy, n *corev1.Node, m Match, episode string, idx int) *
 	op.Spec.Step = st.Name
 	op.Spec.StepAction = *st.StepAction.DeepCopy()
 	op.Spec.Diagnostics = policies.StepDiagnostics(&p.Obj.Spec, &st).DeepCopy()
+	op.Spec.Validate = policies.StepValidate(&p.Obj.Spec, &st).DeepCopy()
 	op.Spec.Cordon = st.Cordon || st.Drain != nil
 	op.Spec.Urgent = st.Urgent || st.Quarantine
 	op.Spec.HealthyFor = st.HealthyFor.DeepCopy()

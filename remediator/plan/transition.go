@@ -57,10 +57,18 @@ const (
 	// EffectDeleteCapturePod deletes AdvanceInput.CapturePod, which timed
 	// out.
 	EffectDeleteCapturePod
+	// EffectCreateValidationPod creates the test pod that
+	// Transition.Status.Validation names, from AdvanceInput.ValidateTemplate,
+	// bound to the node and asking for every GPU it has.
+	EffectCreateValidationPod
+	// EffectDeleteValidationPod deletes the operation's test pods other
+	// than the one Transition.Status.Validation names (a first attempt that
+	// gave no answer and may hold the GPUs).
+	EffectDeleteValidationPod
 )
 
 func (e Effect) String() string {
-	return [...]string{"None", "Reserve", "Quarantine", "Cordon", "Drain", "CreatePod", "DeletePod", "Uncordon", "DeleteOperation", "MachineRequest", "ExcludeGPU", "CreateCapturePod", "DeleteCapturePod"}[e]
+	return [...]string{"None", "Reserve", "Quarantine", "Cordon", "Drain", "CreatePod", "DeletePod", "Uncordon", "DeleteOperation", "MachineRequest", "ExcludeGPU", "CreateCapturePod", "DeleteCapturePod", "CreateValidationPod", "DeleteValidationPod"}[e]
 }
 
 // Event is an Event to emit on the operation and its node once the status
@@ -105,6 +113,10 @@ type Transition struct {
 	// LinkBundle: the capture's bundle is in the store; the controller
 	// adds a presigned link to Status.Diagnostics.Bundle before it writes.
 	LinkBundle bool
+	// Validation, when set, is the node's GPUValidationFailed condition
+	// after a test ended in this step; the controller writes it before the
+	// status.
+	Validation *NodeValidation
 	// Remediated is the time from the trigger condition to a verified node;
 	// zero when the step did not verify one or had no trigger (a negative
 	// time, from clock skew between the node and the remediator, is not

@@ -53,7 +53,8 @@ type Verification struct {
 //     result is Unknown, never a pass;
 //   - the trigger condition is present and not in its unhealthy status, and
 //     has stayed so for healthyFor (zero skips this check); a condition that
-//     is missing is not evidence of health;
+//     is missing is not evidence of health. GPUValidationFailed, which only
+//     an active GPU test clears, is left to the step's test (Validating);
 //   - every nvidia.com/ resource is fully allocatable (the device plugin
 //     counts unhealthy GPUs in capacity but not in allocatable), and, on a
 //     node that is not MIG-mixed, nvidia.com/gpu is back to the
@@ -71,7 +72,11 @@ func Verify(op *v1alpha1.NodeOperation, n *corev1.Node, now time.Time) Verificat
 	if op.Spec.HealthyFor != nil {
 		healthyFor = op.Spec.HealthyFor.Duration
 	}
-	if t := op.Spec.Trigger; t != nil && healthyFor > 0 {
+	if t := op.Spec.Trigger; t != nil && t.Type == v1alpha1.ConditionGPUValidationFailed {
+		// The condition the test sets: only the step's own test clears it
+		// (Validating), so it is not waited for here.
+		passed = append(passed, t.Type+" left to the step's GPU test")
+	} else if t != nil && healthyFor > 0 {
 		var c *corev1.NodeCondition
 		for i := range n.Status.Conditions {
 			if string(n.Status.Conditions[i].Type) == t.Type {
@@ -103,11 +108,13 @@ func Verify(op *v1alpha1.NodeOperation, n *corev1.Node, now time.Time) Verificat
 	return Verification{OK: true, Message: "node Ready, " + strings.Join(passed, ", ")}
 }
 
-// gpuConditions are the detector conditions about a GPU: an operation they
-// trigger has repaired a GPU, which the driver must agree with.
+// gpuConditions are the conditions about a GPU (the detectors', and the
+// active GPU test's GPUValidationFailed): an operation they trigger has
+// repaired a GPU, which the driver must agree with.
 var gpuConditions = map[string]bool{
 	v1alpha1.ConditionGPULost: true, v1alpha1.ConditionGPUXidError: true,
 	v1alpha1.ConditionGPUMemoryUnhealthy: true, v1alpha1.ConditionGPURecoveryRequired: true,
+	v1alpha1.ConditionGPUValidationFailed: true,
 }
 
 // gpuStackConditions are the remediator's stack health conditions about

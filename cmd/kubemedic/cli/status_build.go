@@ -201,7 +201,7 @@ type statusInput struct {
 
 // phaseOrder is the lifecycle order of the active phases.
 var phaseOrder = []v1alpha1.NodeOperationPhase{v1alpha1.PhasePending, v1alpha1.PhaseWaitingForBudget,
-	v1alpha1.PhaseCordoning, v1alpha1.PhaseCapturing, v1alpha1.PhaseDraining, v1alpha1.PhaseRunning, v1alpha1.PhaseVerifying}
+	v1alpha1.PhaseCordoning, v1alpha1.PhaseCapturing, v1alpha1.PhaseDraining, v1alpha1.PhaseRunning, v1alpha1.PhaseVerifying, v1alpha1.PhaseValidating}
 
 // buildStatus describes the fleet at now from the objects read. It is pure
 // and does not change in.

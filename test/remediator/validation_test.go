@@ -1,0 +1,195 @@
+package remediator_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubemedic/kubemedic/internal/gpuwire"
+	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
+	"github.com/kubemedic/kubemedic/remediator/plan"
+	"github.com/kubemedic/kubemedic/remediator/validation"
+)
+
+// opValidate is a validation template no kwok stage ends: the test plays
+// its pods, ending each with a kubemedic-validate report.
+const opValidate = "test-validate"
+
+// gatePolicy resets a GPU on an Xid and, when the GPU test fails after the
+// reset, resets again on GPUValidationFailed, then quarantines; each
+// reset is tested before the uncordon.
+func gatePolicy(nodes ...string) *v1alpha1.RemediationPolicy {
+	all := intstr.FromString("100%")
+	two := intstr.FromInt32(2)
+	step := func(name string) v1alpha1.RemediationStep {
+		return v1alpha1.RemediationStep{Name: name, StepAction: v1alpha1.StepAction{Operation: opSucceed, Cordon: true, Timeout: dur(20 * time.Second),
+			Validate: &v1alpha1.ValidateSpec{Operation: opValidate, Timeout: dur(30 * time.Second)}},
+			HealthyFor: dur(time.Second), RecoveryTimeout: dur(30 * time.Second)}
+	}
+	return &v1alpha1.RemediationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-xid-validated"},
+		Spec: v1alpha1.RemediationPolicySpec{
+			NodeSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "kubernetes.io/hostname", Operator: metav1.LabelSelectorOpIn, Values: nodes}}},
+			Conditions: []v1alpha1.ConditionMatch{
+				{Type: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonXidResetRequired, For: dur(time.Second)},
+				{Type: v1alpha1.ConditionGPUValidationFailed, Status: corev1.ConditionTrue, For: dur(time.Second)},
+			},
+			Steps:  []v1alpha1.RemediationStep{step("reset"), step("reset-again"), {Name: "hold", StepAction: v1alpha1.StepAction{Quarantine: true}}},
+			Safety: v1alpha1.Safety{MaxUnhealthy: &all, MaxConcurrent: &two, NodeCooldown: dur(time.Hour)},
+		},
+	}
+}
+
+// testPodOf waits for the operation's test pod of attempt n to be Running
+// (kwok runs it) and returns it.
+func testPodOf(t *testing.T, env *localcluster.Cluster, opName string, attempt int32) *corev1.Pod {
+	t.Helper()
+	name := plan.ValidationPodName(&v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: opName}}, attempt)
+	var pod corev1.Pod
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, env.Client.Get(context.Background(), client.ObjectKey{Namespace: opNamespace, Name: name}, &pod))
+		require.Equal(c, corev1.PodRunning, pod.Status.Phase)
+	}, 30*time.Second, 100*time.Millisecond, "test pod %s Running; operations:%s", name, describeOps(env))
+	return &pod
+}
+
+// reportOf is a kubemedic-validate report of dcgm over the node's GPUs,
+// failing those in bad.
+func reportOf(t *testing.T, node string, verdict validation.Verdict, bad ...int) string {
+	t.Helper()
+	r := validation.Report{Schema: validation.Schema, Test: "dcgm", Model: "NVIDIA H100 80GB HBM3", Verdict: verdict}
+	if verdict == validation.VerdictNoAnswer {
+		r.Reason = "dcgmi diag: timed out after 15m0s"
+	} else {
+		for i := range 8 {
+			g := validation.GPUResult{UUID: localcluster.GPUUUID(node, i), Verdict: validation.VerdictPass}
+			for _, b := range bad {
+				if b == i {
+					g.Verdict, g.Failed, g.Detail = validation.VerdictFail, []string{"memory"}, "Memory test failed: 12 errors at 0x3f00"
+				}
+			}
+			r.GPUs = append(r.GPUs, g)
+		}
+	}
+	s, err := validation.Encode(r)
+	require.NoError(t, err)
+	return s
+}
+
+// waitOp waits for the node's operation of step to reach phase.
+func waitOp(t *testing.T, env *localcluster.Cluster, node, step string, phase v1alpha1.NodeOperationPhase) v1alpha1.NodeOperation {
+	t.Helper()
+	var found v1alpha1.NodeOperation
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ok := false
+		for _, op := range opsOnNode(c, env, node) {
+			if op.Spec.Step == step && op.Status.Phase == phase {
+				found, ok = op, true
+			}
+		}
+		require.True(c, ok, "an operation of step %s in %s", step, phase)
+	}, 45*time.Second, 100*time.Millisecond, "operations:%s", describeOps(env))
+	return found
+}
+
+// TestValidationGate: a reset that passes every passive check is tested
+// before the uncordon. The test fails one GPU: the node stays cordoned,
+// the step fails ValidationFailed, GPUValidationFailed is set with the
+// test as reason and the GPU joins the node's GPU history, and the
+// ladder's next step runs. Its first test gives no answer and is retried
+// with a new pod once the first is gone; the retry passes, the node is
+// uncordoned and GPUValidationFailed cleared. The test pods ask for every
+// GPU of the node, bound to it past its cordon.
+func TestValidationGate(t *testing.T) {
+	env := startCluster(t)
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: opValidate},
+		Spec: v1alpha1.NodeOperationTemplateSpec{Image: "ghcr.io/kubemedic/kubemedic-diag:test", Command: []string{"/ko-app/kubemedic-validate"},
+			Args: []string{"dcgm"}, Privileged: true}}))
+	node := gpuNodes(t, env, "gate", 1)[0]
+	createPolicy(t, env, gatePolicy(node))
+	rem := newRemediator(t, env)
+	rem.start()
+
+	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason,
+		"XidResetRequired: Xid 48 on 0000:3b:00.0: double-bit ECC error; reset required")
+	// The reset's pod succeeds (kwok); the Xid clears, as after a reset.
+	op := waitOp(t, env, node, "reset", v1alpha1.PhaseVerifying)
+	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionFalse, "NoXid", "no Xid since the reset")
+
+	// Verified by every passive check, yet tested first, cordoned.
+	pod := testPodOf(t, env, op.Name, 1)
+	require.Equal(t, node, pod.Spec.NodeName, "bound to the node")
+	gpu := resource.MustParse("8")
+	require.True(t, gpu.Equal(pod.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]), "every GPU of the node: %v", pod.Spec.Containers[0].Resources)
+	require.True(t, gpu.Equal(pod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]))
+	require.Equal(t, corev1.TerminationMessageReadFile, pod.Spec.Containers[0].TerminationMessagePolicy)
+	require.True(t, getNode(t, env, node).Spec.Unschedulable, "cordoned while the test runs")
+	cur := getOp(t, env, op.Name)
+	require.Equal(t, v1alpha1.PhaseValidating, cur.Status.Phase)
+
+	// GPU 3 fails DCGM's memory test.
+	require.NoError(t, localcluster.FinishPod(ctx, env.Client, pod, false, reportOf(t, node, validation.VerdictFail, 3)))
+	failed := waitOp(t, env, node, "reset", v1alpha1.PhaseFailed)
+	require.Contains(t, failed.Status.Message, "ValidationFailed: verified, but dcgm failed on GPU "+localcluster.GPUUUID(node, 3)+" (memory)")
+	require.Equal(t, []string{localcluster.GPUUUID(node, 3)}, plan.FailingGPUs(failed.Status.Validation))
+	n := getNode(t, env, node)
+	require.True(t, n.Spec.Unschedulable, "a failed test leaves the node cordoned")
+	c := localcluster.FindNodeCondition(n, v1alpha1.ConditionGPUValidationFailed)
+	require.NotNil(t, c, "GPUValidationFailed set")
+	require.Equal(t, corev1.ConditionTrue, c.Status)
+	require.Equal(t, v1alpha1.ReasonDCGMDiagFailed, c.Reason)
+	require.NotNil(t, localcluster.FindNodeCondition(n, v1alpha1.ConditionGPUXidError), "the detectors' conditions are left alone")
+	h, err := gpuwire.Parse(n.Annotations[gpuwire.Annotation])
+	require.NoError(t, err)
+	faults := 0
+	for _, e := range h.Entries {
+		if e.Fault != nil && e.Fault.Condition == v1alpha1.ConditionGPUValidationFailed {
+			faults++
+			require.Equal(t, gpuwire.NormalizeUUID(localcluster.GPUUUID(node, 3)), e.UUID)
+		}
+	}
+	require.Equal(t, 1, faults, "the failing GPU is in the node's GPU history, once: %+v", h.Entries)
+	require.Contains(t, eventReasons(t, env, "NodeOperation", op.Name), v1alpha1.ReasonValidationFailed)
+
+	// The ladder goes on: the next step, on GPUValidationFailed.
+	next := waitOp(t, env, node, "reset-again", v1alpha1.PhaseValidating)
+	require.Equal(t, v1alpha1.ConditionGPUValidationFailed, next.Spec.Trigger.Type)
+	first := testPodOf(t, env, next.Name, 1)
+	// No answer: the tool timed out. Retried with a second pod, created
+	// once the first is gone.
+	require.NoError(t, localcluster.FinishPod(ctx, env.Client, first, false, reportOf(t, node, validation.VerdictNoAnswer)))
+	second := testPodOf(t, env, next.Name, 2)
+	require.NotEqual(t, first.Name, second.Name)
+	err = env.Client.Get(ctx, client.ObjectKeyFromObject(first), &corev1.Pod{})
+	require.True(t, ignoreNotFound(err) == nil && err != nil, "the first test pod is gone before the second: %v", err)
+	cur = getOp(t, env, next.Name)
+	require.Contains(t, cur.Status.Validation.NoAnswer, "dcgm gave no answer: dcgmi diag: timed out after 15m0s")
+	require.True(t, getNode(t, env, node).Spec.Unschedulable, "still cordoned during the retry")
+
+	require.NoError(t, localcluster.FinishPod(ctx, env.Client, second, true, reportOf(t, node, validation.VerdictPass)))
+	done := waitOp(t, env, node, "reset-again", v1alpha1.PhaseSucceeded)
+	require.Contains(t, done.Status.Message, "verified and validated: dcgm passed on 8 GPU(s)")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n := getNode(c, env, node)
+		require.False(c, n.Spec.Unschedulable, "uncordoned after the pass")
+		vc := localcluster.FindNodeCondition(n, v1alpha1.ConditionGPUValidationFailed)
+		require.NotNil(c, vc)
+		require.Equal(c, corev1.ConditionFalse, vc.Status, "GPUValidationFailed cleared by the pass")
+		require.Equal(c, v1alpha1.ReasonValidated, vc.Reason)
+	}, 10*time.Second, 100*time.Millisecond)
+	require.Equal(t, 1.0, rem.metric("kubemedic_remediation_validations_total", map[string]string{"policy": "gpu-xid-validated", "test": "dcgm", "result": "Failed"}))
+	require.Equal(t, 1.0, rem.metric("kubemedic_remediation_validations_total", map[string]string{"policy": "gpu-xid-validated", "test": "dcgm", "result": "Passed"}))
+	require.Len(t, opsOnNode(t, env, node), 2, "no quarantine: %s", fmt.Sprint(describeOps(env)))
+}
