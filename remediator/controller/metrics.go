@@ -26,7 +26,7 @@ type Metrics struct {
 	// ended.
 	validations       *prometheus.CounterVec
 	validationSeconds *prometheus.HistogramVec
-	ruleChecks      *prometheus.CounterVec
+	ruleChecks        *prometheus.CounterVec
 	// conflicts counts the reconciles that lost an optimistic-concurrency
 	// race and were requeued quietly (ctrlmgr.QuietConflicts), by
 	// controller.

@@ -85,7 +85,7 @@ type AdvanceInput struct {
 	// ValidatePods are the operation's test pods that exist, of either
 	// attempt (Validating).
 	ValidatePods []*corev1.Pod
-	Now        time.Time
+	Now          time.Time
 }
 
 // Advance decides the next step of an operation in its phase: the status it

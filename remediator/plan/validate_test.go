@@ -91,7 +91,7 @@ func TestAdvanceValidating(t *testing.T) {
 		want want
 	}{
 		{desc: "verifying: a verified node with a validate step is tested, not uncordoned",
-			in: AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseVerifying), withDrain, validated(0), trigger(xidMessage, ago(time.Hour)), healthyFor(2*time.Minute)), Node: healthy},
+			in:   AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseVerifying), withDrain, validated(0), trigger(xidMessage, ago(time.Hour)), healthyFor(2*time.Minute)), Node: healthy},
 			want: want{phase: v1alpha1.PhaseValidating, effect: EffectNone, conditions: []string{"Verified=True/Verified", "Validated=False/Validating"}, message: "the node stays cordoned"}},
 		{desc: "verifying: without validate the node is uncordoned as before",
 			in:   AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseVerifying), withDrain, trigger(xidMessage, ago(time.Hour)), healthyFor(2*time.Minute)), Node: healthy},
@@ -227,7 +227,7 @@ func TestAdvanceValidating(t *testing.T) {
 				require.Contains(t, tr.Status.Validation.NoAnswer, "its report says Pass, which a failed pod cannot vouch for")
 			}}},
 		{desc: "validating: a node with no GPU allocatable cannot be tested: no answer twice, a failure",
-			in: AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseValidating), withDrain, validated(0)), Node: node("n1", gpus(8, 0)), ValidateTemplate: dcgm},
+			in:   AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseValidating), withDrain, validated(0)), Node: node("n1", gpus(8, 0)), ValidateTemplate: dcgm},
 			want: want{phase: v1alpha1.PhaseFailed, conditions: []string{"Validated=False/ValidationFailed"}, message: "has no nvidia.com/* resource allocatable"}},
 		{desc: "validating: a template deleted since is a failure, never a pass",
 			in:   AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseValidating), withDrain, validated(0)), Node: healthy},
