@@ -49,7 +49,7 @@ var rules = []struct {
 			module + "/remediator/", module + "/alertbridge/", module + "/janitor/", module + "/policies",
 			"k8s.io/", "sigs.k8s.io/",
 		},
-		only: []string{module + "/detectors/", module + "/internal/gpuwire", module + "/cmd/kubemedic-detect"},
+		only: []string{module + "/detectors/", module + "/internal/gpuwire", module + "/internal/smicsv", module + "/cmd/kubemedic-detect"},
 	},
 	{
 		pkg:   module + "/remediator/plan",
@@ -64,6 +64,12 @@ var rules = []struct {
 	{
 		pkg:    module + "/internal/gpuwire",
 		why:    "the wire format is a leaf both the node binary and the remediator import",
+		never:  []string{module + "/"},
+		stdlib: true,
+	},
+	{
+		pkg:    module + "/internal/smicsv",
+		why:    "nvidia-smi's CSV queries are read by the cgo node binary and the static kubemedic-validate alike",
 		never:  []string{module + "/"},
 		stdlib: true,
 	},

@@ -3,12 +3,12 @@ package gpu
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/kubemedic/kubemedic/detectors/gpuaction"
+	"github.com/kubemedic/kubemedic/internal/smicsv"
 )
 
 // Count is a counter a GPU may not support; Known is false when the
@@ -187,35 +187,9 @@ func isLibraryNotFound(err error) bool {
 // NormalizeBusID turns a PCI address as NVML, nvidia-smi, DCGM or the
 // driver's /proc tree writes it ("00000000:3B:00.0", "0000:3b:00.0") into
 // the lowercase form with a 4-digit domain when the domain fits
-// ("0000:3b:00.0"). ok is false, and s comes back trimmed and lowercased,
-// when s is not a PCI address.
-func NormalizeBusID(s string) (string, bool) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	dom, rest, ok := strings.Cut(s, ":")
-	if !ok {
-		return s, false
-	}
-	bus, rest, ok := strings.Cut(rest, ":")
-	if !ok {
-		return s, false
-	}
-	dev, fn, ok := strings.Cut(rest, ".")
-	if !ok {
-		return s, false
-	}
-	d, err1 := strconv.ParseUint(dom, 16, 32)
-	b, err2 := strconv.ParseUint(bus, 16, 8)
-	v, err3 := strconv.ParseUint(dev, 16, 8)
-	f, err4 := strconv.ParseUint(fn, 8, 8)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil ||
-		len(dom) == 0 || len(dom) > 8 || len(bus) > 2 || len(dev) > 2 || len(fn) != 1 || v > 0x1f || f > 7 {
-		return s, false
-	}
-	if d <= 0xffff {
-		return fmt.Sprintf("%04x:%02x:%02x.%d", d, b, v, f), true
-	}
-	return fmt.Sprintf("%08x:%02x:%02x.%d", d, b, v, f), true
-}
+// ("0000:3b:00.0"): internal/smicsv's, the one rule for it. ok is false,
+// and s comes back trimmed and lowercased, when s is not a PCI address.
+func NormalizeBusID(s string) (string, bool) { return smicsv.NormalizeBusID(s) }
 
 // withDriver merges the bus IDs the NVIDIA driver lists under
 // /proc/driver/nvidia/gpus with the backend's devices. A lost or unusable

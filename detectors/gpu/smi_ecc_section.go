@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/kubemedic/kubemedic/internal/smicsv"
 )
 
 // smiQueryECC is -q's ECC section alone, read only for the verdict
@@ -79,10 +81,8 @@ func ParseQueryECC(out []byte, exitCode int) ([]Device, error) {
 			log = true
 			continue
 		}
-		for _, f := range smiFatal {
-			if strings.Contains(lower, f) {
-				return nil, errors.New(line)
-			}
+		if smicsv.Fatal(lower) {
+			return nil, errors.New(line)
 		}
 		if rest, ok := strings.CutPrefix(raw, "GPU "); ok {
 			bus, ok := NormalizeBusID(strings.TrimSpace(rest))
