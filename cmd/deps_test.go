@@ -74,6 +74,12 @@ var rules = []struct {
 		stdlib: true,
 	},
 	{
+		pkg:    module + "/internal/procgroup",
+		why:    "running a node tool in its own process group is shared by kubemedic-diag and kubemedic-validate",
+		never:  []string{module + "/"},
+		stdlib: true,
+	},
+	{
 		pkg:   module + "/remediator/diagnostics",
 		why:   "what the parts agree on about evidence does no I/O: the planner imports it",
 		never: []string{"github.com/minio/", "os/exec", module + "/remediator/diagnostics/capture", module + "/remediator/diagnostics/store", "sigs.k8s.io/controller-runtime/pkg/client"},

@@ -10,11 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kubemedic/kubemedic/detectors/host"
 	"github.com/kubemedic/kubemedic/detectors/xid"
+	"github.com/kubemedic/kubemedic/internal/procgroup"
 	"github.com/kubemedic/kubemedic/remediator/diagnostics"
 )
 
@@ -159,29 +159,24 @@ func runPart(ctx context.Context, p Part, root host.Root, dir string, noChroot b
 		}
 		args = append(args, p.OutputArg, arg)
 	}
-	cmd := exec.CommandContext(ctx, path, args...)
+	// Its own process group, all of it killed at the timeout: the tool's
+	// children (nvidia-bug-report.sh starts many) included. A child that
+	// outlives the kill and holds the output open must not hold the
+	// capture either.
+	cmd := procgroup.Command(ctx, 2*time.Second, path, args...)
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.Dir = dir
-	// Its own process group, all of it killed at the timeout: the tool's
-	// children (nvidia-bug-report.sh starts many) included.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if chroot {
 		// A host tool runs in the host's root: its libraries, its
 		// helpers, its /proc (the pod shares the host's PID namespace).
 		cmd.SysProcAttr.Chroot = root.Path("/")
 		cmd.Dir = "/"
 	}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	// A child that outlives the kill and holds the output open must not
-	// hold the capture either.
-	cmd.WaitDelay = 2 * time.Second
 	err = cmd.Run()
 	if ctx.Err() == context.DeadlineExceeded {
 		res.TimedOut = true
 		// What is left of the group, if the leader died first.
-		if cmd.Process != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
+		procgroup.KillGroup(cmd)
 	}
 	var ee *exec.ExitError
 	switch {
