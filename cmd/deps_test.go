@@ -80,6 +80,12 @@ var rules = []struct {
 		stdlib: true,
 	},
 	{
+		pkg:   module + "/remediator/validation",
+		why:   "the report and the floors are pure: the static node program and the remediator's gate both link them",
+		never: []string{"k8s.io/", "sigs.k8s.io/", "github.com/spf13/", "github.com/NVIDIA/", "os/exec", "net/http"},
+		only:  []string{module + "/remediator/validation", module + "/internal/gpuwire"},
+	},
+	{
 		pkg:   module + "/remediator/diagnostics",
 		why:   "what the parts agree on about evidence does no I/O: the planner imports it",
 		never: []string{"github.com/minio/", "os/exec", module + "/remediator/diagnostics/capture", module + "/remediator/diagnostics/store", "sigs.k8s.io/controller-runtime/pkg/client"},
