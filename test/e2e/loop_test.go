@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubemedic/kubemedic/cmd/kubemedic-demo/demo"
@@ -117,6 +118,43 @@ func TestWholeLoop(t *testing.T) {
 		require.Equal(t, v1alpha1.PhaseSucceeded, reset.Status.Phase)
 		files := bundleOf(t, *reset)
 		require.Contains(t, string(files["xid.log"]), "Xid (PCI:0000:18:00): 46", "the capture kept the Xid before the reset")
+
+		// The real scheduler and controller-manager did what the Slack
+		// message promises: the evicted pod's ReplicaSet made a
+		// replacement, placed on another node, though its Deployment
+		// prefers this one.
+		var moved []demo.Reschedule
+		for _, m := range s.Timeline.Reschedules() {
+			if m.From == s.Node {
+				moved = append(moved, m)
+			}
+		}
+		require.NotEmpty(t, moved, "the timeline saw the pod evicted from %s replaced and scheduled; all: %+v", s.Node, s.Timeline.Reschedules())
+		for _, m := range moved {
+			require.NotEmpty(t, m.To, "replacement %s/%s scheduled", m.Namespace, m.Pod)
+			require.NotEqual(t, s.Node, m.To, "replacement %s/%s of %s placed away from the drained node", m.Namespace, m.Pod, m.Evicted)
+		}
+		// And no workload pod was bound to the node while it was
+		// cordoned: from the Cordoned condition to the operation's end,
+		// in the API server's whole seconds.
+		cordoned := meta.FindStatusCondition(reset.Status.Conditions, v1alpha1.OperationCordoned)
+		require.NotNil(t, cordoned, "the reset records its cordon")
+		require.Equal(t, v1alpha1.ReasonCordonedByKubemedic, cordoned.Reason)
+		require.NotNil(t, reset.Status.CompletionTime)
+		from, until := cordoned.LastTransitionTime.Time, reset.Status.CompletionTime.Time
+		var pods corev1.PodList
+		require.NoError(t, w.Cluster.Client.List(ctx, &pods, client.MatchingFields{"spec.nodeName": s.Node}))
+		for _, p := range pods.Items {
+			if p.Labels[v1alpha1.LabelTemplate] != "" || p.Labels[v1alpha1.LabelOperation] != "" {
+				continue // kubemedic's own capture and operation pods tolerate the cordon
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+					at := c.LastTransitionTime.Time
+					require.False(t, at.After(from) && at.Before(until), "pod %s/%s was bound to %s at %s, while it was cordoned (%s to %s)", p.Namespace, p.Name, s.Node, at, from, until)
+				}
+			}
+		}
 
 		issues, err := s.Issues(ctx, s.Node)
 		require.NoError(t, err)

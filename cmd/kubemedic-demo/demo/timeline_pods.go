@@ -80,6 +80,8 @@ type podState struct {
 type eviction struct {
 	pod, node string
 	at        time.Time
+	// created is the evicted pod's creation: its replacement is newer.
+	created time.Time
 }
 
 // freed is something that freed GPUs on a node: a reclaim, a rule removed.
@@ -210,7 +212,7 @@ func (t *Timeline) pollPods(ctx context.Context) error {
 		}
 		present[p.UID] = true
 		if st := t.pods[p.UID]; st != nil && p.DeletionTimestamp != nil && !st.gone {
-			t.podGone(p.UID, st, p, p.DeletionTimestamp.Time)
+			t.podGone(p.UID, st, p, deletionBegan(p))
 		}
 		if p.DeletionTimestamp == nil {
 			live = append(live, p)
@@ -270,7 +272,7 @@ func (t *Timeline) podGone(uid types.UID, st *podState, p *corev1.Pod, at time.T
 	}
 	t.line("evicted", "pod/"+st.ns+"/"+st.name, fmt.Sprintf("from %s %s", st.node, by))
 	if st.ctrl != "" {
-		t.evictions[st.ctrl] = append(t.evictions[st.ctrl], eviction{pod: st.name, node: st.node, at: at})
+		t.evictions[st.ctrl] = append(t.evictions[st.ctrl], eviction{pod: st.name, node: st.node, at: at, created: st.created})
 	}
 }
 
@@ -279,7 +281,10 @@ func (t *Timeline) podGone(uid types.UID, st *podState, p *corev1.Pod, at time.T
 func (t *Timeline) scheduled(ctx context.Context, st *podState, p *corev1.Pod, now time.Time) {
 	var parts []string
 	var move *Reschedule
-	if evs := t.evictions[st.ctrl]; st.ctrl != "" && len(evs) > 0 && !st.created.Before(evs[0].at.Truncate(time.Second)) {
+	// A replacement is a newer pod of the evicted pod's controller. Not
+	// "created after the eviction": the timeline may find the evicted pod
+	// gone a poll later than its replacement was made.
+	if evs := t.evictions[st.ctrl]; st.ctrl != "" && len(evs) > 0 && st.name != evs[0].pod && !st.created.Before(evs[0].created) {
 		ev := evs[0]
 		t.evictions[st.ctrl] = evs[1:]
 		move = &Reschedule{Namespace: st.ns, Evicted: ev.pod, From: ev.node, EvictedAt: ev.at, Pod: st.name, To: st.node, ScheduledAt: now}
@@ -344,6 +349,17 @@ func (t *Timeline) claimDevices(ctx context.Context, p *corev1.Pod) []string {
 func schedulerReason(msg string) string {
 	msg, _, _ = strings.Cut(strings.TrimSpace(msg), ". ")
 	return oneLine(strings.TrimSuffix(msg, "."), 160)
+}
+
+// deletionBegan is when the API server began deleting p: its
+// deletionTimestamp is the end of its grace period, not the start (an
+// evicted pod's replacement is created before it).
+func deletionBegan(p *corev1.Pod) time.Time {
+	at := p.DeletionTimestamp.Time
+	if g := p.DeletionGracePeriodSeconds; g != nil {
+		at = at.Add(-time.Duration(*g) * time.Second)
+	}
+	return at
 }
 
 // evictedByAPI reports whether the API server marked the pod as evicted
