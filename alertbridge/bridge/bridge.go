@@ -39,8 +39,8 @@ type Options struct {
 	NodeOperations     NodeOperations
 	NodeHistoryTimeout time.Duration
 	// DiagnosticsInterval is how often the open issues of nodes are given
-	// the comments about their NodeOperations' diagnostics bundles (with
-	// nodeHistory on); default RefreshInterval.
+	// the comments about their NodeOperations' diagnostics bundles and
+	// GPU validations (with nodeHistory on); default RefreshInterval.
 	DiagnosticsInterval time.Duration
 	// Registry receives the metrics; Gatherer serves them on /metrics.
 	Registry prometheus.Registerer

@@ -19,6 +19,9 @@ type metrics struct {
 	historyReads *prometheus.CounterVec
 	// diagnostics counts diagnostics comments, by result.
 	diagnostics *prometheus.CounterVec
+	// validations counts comments about a NodeOperation's GPU validation,
+	// by result.
+	validations *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, depth, age func() float64) *metrics {
@@ -57,6 +60,10 @@ func newMetrics(reg prometheus.Registerer, depth, age func() float64) *metrics {
 		Name: "kubemedic_alertbridge_diagnostics_comments_total",
 		Help: "Comments about a NodeOperation's diagnostics bundle on the issues of its node, by result: posted, found (posted before, seen on GitHub after a restart), error.",
 	}, []string{"result"})
+	m.validations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubemedic_alertbridge_validation_comments_total",
+		Help: "Comments about how a NodeOperation's active GPU test (the validation gate) ended, on the issues of its node, by result: posted, found (posted before, seen on GitHub after a restart), error.",
+	}, []string{"result"})
 	// Series from the start, so that an alert on their increase sees the
 	// first one.
 	for _, r := range []string{"github_403", "github_404", "github_410", "github_422", "render", "payload", "key_template", "journal_corrupt"} {
@@ -70,8 +77,9 @@ func newMetrics(reg prometheus.Registerer, depth, age func() float64) *metrics {
 	m.historyReads.WithLabelValues("error")
 	for _, r := range []string{"posted", "found", "error"} {
 		m.diagnostics.WithLabelValues(r)
+		m.validations.WithLabelValues(r)
 	}
-	reg.MustRegister(m.webhooks, m.latency, m.transitions, m.storm, m.dropped, m.rejected, m.historyReads, m.diagnostics,
+	reg.MustRegister(m.webhooks, m.latency, m.transitions, m.storm, m.dropped, m.rejected, m.historyReads, m.diagnostics, m.validations,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "kubemedic_alertbridge_queue_depth",
 			Help: "Webhooks recorded in the journal and not yet applied to GitHub.",

@@ -100,7 +100,7 @@ type Member struct {
 }
 
 var (
-	diagnosticsRE = regexp.MustCompile(`<!-- kubemedic-alertbridge diagnostics=([0-9A-Za-z._-]+) -->`)
+	diagnosticsRE = regexp.MustCompile(`<!-- kubemedic-alertbridge diagnostics=([0-9A-Za-z._/-]+) -->`)
 	markerRE      = regexp.MustCompile(`<!-- kubemedic-alertbridge key=([A-Za-z0-9_-]+) state=([A-Za-z0-9_=-]*) -->`)
 	transitionRE  = regexp.MustCompile(`<!-- kubemedic-alertbridge transition=([0-9A-Za-z_-]+) -->`)
 )
@@ -294,12 +294,22 @@ func decode(s string) (State, error) {
 // Diagnostics is the mark that ends the comment about one diagnostics
 // bundle, id being its NodeOperation's UID: the bridge looks for it before
 // commenting, so each bundle is commented on once per issue, a restart
-// included.
+// included. The comments about a NodeOperation's other results carry the
+// same mark with a suffix on the id (ValidationID), so that one scan of an
+// issue's comments finds them all and no two of them share an id.
 func Diagnostics(id string) string {
 	return fmt.Sprintf("\n\n<!-- kubemedic-alertbridge diagnostics=%s -->\n", id)
 }
 
-// DiagnosticsIDs returns the ids of the Diagnostics marks in a comment.
+// ValidationID is the id in the mark of the comment about the active GPU
+// test of the NodeOperation whose id (UID) is opID: "<opID>/validation",
+// never the id of its diagnostics comment.
+func ValidationID(opID string) string {
+	return opID + "/validation"
+}
+
+// DiagnosticsIDs returns the ids of the Diagnostics marks in a comment,
+// ValidationIDs included.
 func DiagnosticsIDs(body string) []string {
 	var out []string
 	for _, m := range diagnosticsRE.FindAllStringSubmatch(body, -1) {

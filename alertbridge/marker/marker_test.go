@@ -159,3 +159,21 @@ func TestTitleDigest(t *testing.T) {
 	assert.Equal(t, a, TitleDigest("[critical] Node gpu-7: GPUXidError — repairing"))
 	assert.NotEqual(t, a, TitleDigest("[critical] Node gpu-7: GPUXidError — quarantined"))
 }
+
+// TestOperationCommentMarks: the comments about one NodeOperation's
+// diagnostics bundle and its validation carry different ids, both found by
+// DiagnosticsIDs and kept as the trailer by SplitTrailer; a mark written
+// before validations (a bare UID) still reads.
+func TestOperationCommentMarks(t *testing.T) {
+	const uid = "5d3c0b7e-9a41-4f2e-8c6d-1b2a3c4d5e6f"
+	require.Equal(t, uid+"/validation", ValidationID(uid))
+	diag := "**Diagnostics kept** ..." + Diagnostics(uid)
+	val := "**GPU validation failed** ..." + Diagnostics(ValidationID(uid))
+	require.Equal(t, []string{uid}, DiagnosticsIDs(diag))
+	require.Equal(t, []string{uid + "/validation"}, DiagnosticsIDs(val))
+	require.Equal(t, []string{uid, uid + "/validation"}, DiagnosticsIDs(diag+"\n"+val))
+	text, trailer := SplitTrailer(val)
+	require.Equal(t, "**GPU validation failed** ...", text)
+	require.Equal(t, []string{uid + "/validation"}, DiagnosticsIDs(trailer))
+	require.Empty(t, DiagnosticsIDs("<!-- kubemedic-alertbridge diagnostics=a b -->"), "no spaces in an id")
+}

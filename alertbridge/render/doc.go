@@ -3,7 +3,9 @@
 // assignees, from the config's routes and templates or the defaults here.
 // It also writes the storm guard's roll-up issue: its title, labels and the
 // table of the groups it holds, and the operation history section of the
-// nodes a group's alerts name (history.go), from NodeOperations read by the
+// nodes a group's alerts name (history.go), and the comments about a
+// NodeOperation's diagnostics bundle and about how its active GPU test
+// ended (diagnostics.go, validation.go), from NodeOperations read by the
 // bridge.
 //
 // It is pure: no network, no clock, no GitHub. What must hold: the same
