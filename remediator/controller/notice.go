@@ -238,7 +238,7 @@ func stoppedMessage(op *v1alpha1.NodeOperation, pod *corev1.Pod, deleted bool, i
 		verb = "deleted"
 		done = fmt.Sprintf("Deleted: it was still there when the drain timeout of %s ran out, and this drain then deletes pods, bypassing their PodDisruptionBudgets", drainTimeout(op))
 	}
-	next, nextMD := nextSteps(pod, node)
+	next, nextMD := nextSteps(pod, op)
 	follow := "kubectl get nodeoperation " + op.Name
 
 	text := fmt.Sprintf("Your pod %s on node %s was stopped because %s, by %s: %s at %s, to %s. %s Follow the repair: %s",
@@ -353,7 +353,8 @@ func seenOf(op *v1alpha1.NodeOperation) string {
 
 // nextSteps says what becomes of the pod's workload, and what its owner
 // should do, as plain text and mrkdwn.
-func nextSteps(pod *corev1.Pod, node string) (string, string) {
+func nextSteps(pod *corev1.Pod, op *v1alpha1.NodeOperation) (string, string) {
+	node := op.Spec.NodeName
 	if c := metav1.GetControllerOf(pod); c != nil {
 		s := fmt.Sprintf("Its controller, %s %s, will recreate it on another node.", c.Kind, c.Name)
 		md := fmt.Sprintf("*What happens next*: its controller, %s %s, will recreate it on another node; nothing to do.",
@@ -361,8 +362,12 @@ func nextSteps(pod *corev1.Pod, node string) (string, string) {
 		return s, md
 	}
 	s := "A bare pod is not recreated: submit it again."
-	md := fmt.Sprintf("*What to do*: a bare pod is not recreated: submit it again. It will not be scheduled on %s until the repair is verified and kubemedic uncordons the node.",
-		notify.Code(node))
+	until := "the repair is verified"
+	if v := op.Spec.Validate; v != nil {
+		until += " and its GPUs pass " + notify.Code(v.Operation)
+	}
+	md := fmt.Sprintf("*What to do*: a bare pod is not recreated: submit it again. It will not be scheduled on %s until %s and kubemedic uncordons the node.",
+		notify.Code(node), until)
 	return s, md
 }
 

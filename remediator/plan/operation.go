@@ -32,7 +32,11 @@ func Describe(op *v1alpha1.NodeOperation) string {
 	case op.Spec.Cordon:
 		s = "cordon and "
 	}
-	return s + "run " + op.Spec.Operation
+	s += "run " + op.Spec.Operation
+	if v := op.Spec.Validate; v != nil {
+		s += ", then test the GPUs with " + v.Operation + " before the node serves again"
+	}
+	return s
 }
 
 // OperationTimeout bounds the Running phase: the operation's own timeout,
