@@ -28,7 +28,7 @@ IMAGE_REPO      ?= $(or $(KO_DOCKER_REPO),ghcr.io/kubemedic)
 IMAGE_TAG       ?= v0.1.0
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_PUSH      ?= true
-IMAGE_CMDS      := ./cmd/kubemedic-detect ./cmd/kubemedic-remediator ./cmd/kubemedic-alertbridge ./cmd/kubemedic-janitor ./cmd/kubemedic ./cmd/kubemedic-diag
+IMAGE_CMDS      := ./cmd/kubemedic-detect ./cmd/kubemedic-remediator ./cmd/kubemedic-alertbridge ./cmd/kubemedic-janitor ./cmd/kubemedic ./cmd/kubemedic-diag ./cmd/kubemedic-validate
 
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 

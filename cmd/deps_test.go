@@ -15,7 +15,7 @@ const module = "github.com/kubemedic/kubemedic"
 // is the one that does not. A binary under cmd/ in neither list fails the
 // test, so that a new one is classified when it is added.
 var (
-	shipped = []string{"kubemedic", "kubemedic-detect", "kubemedic-remediator", "kubemedic-alertbridge", "kubemedic-janitor", "kubemedic-diag"}
+	shipped = []string{"kubemedic", "kubemedic-detect", "kubemedic-remediator", "kubemedic-alertbridge", "kubemedic-janitor", "kubemedic-diag", "kubemedic-validate"}
 	demo    = "kubemedic-demo"
 )
 
@@ -78,6 +78,12 @@ var rules = []struct {
 		why:    "running a node tool in its own process group is shared by kubemedic-diag and kubemedic-validate",
 		never:  []string{module + "/"},
 		stdlib: true,
+	},
+	{
+		pkg:   module + "/cmd/kubemedic-validate",
+		why:   "the active GPU test runs inside the tools' images (DCGM, nccl-tests, nvbandwidth): a static binary that never talks to the API server",
+		never: []string{"k8s.io/", "sigs.k8s.io/", "github.com/NVIDIA/", "github.com/minio/"},
+		only:  []string{module + "/remediator/validation", module + "/remediator/validation/", module + "/internal/gpuwire", module + "/internal/smicsv", module + "/internal/procgroup", module + "/cmd/kubemedic-validate"},
 	},
 	{
 		pkg:   module + "/remediator/validation",

@@ -33,7 +33,7 @@ const (
 	maxTest        = 64
 	maxModel       = 128
 	maxReason      = 1024
-	maxTool        = 128
+	maxTool        = 256
 	maxGPUs        = 64
 	maxFailed      = 16
 	maxFailedName  = 64
