@@ -122,3 +122,17 @@ func TestModelName(t *testing.T) {
 	_, ok = ModelName(nil)
 	require.False(t, ok)
 }
+
+func TestVersions(t *testing.T) {
+	require.Equal(t, "DCGM 4.2.3, driver 580.82.09", Versions("DCGM", "4.2.3", "driver", "580.82.09"))
+	require.Equal(t, "driver 580.82.09", Versions("DCGM", " ", "driver", "580.82.09"))
+	require.Equal(t, "", Versions("DCGM", ""))
+}
+
+func TestFindingResult(t *testing.T) {
+	m := []Measurement{{Name: FloorH2D, Value: 25, Floor: 41}}
+	require.Equal(t, GPUResult{UUID: "u", Verdict: VerdictFail, Failed: []string{"h2d", "d2h"}, Detail: "a; b", Measured: m},
+		Finding{Failed: []string{"h2d", "d2h"}, Why: []string{"a", "b"}, NoAnswer: "x", Measured: m}.Result("u"), "a failure outweighs no answer")
+	require.Equal(t, GPUResult{UUID: "u", Verdict: VerdictNoAnswer, Detail: "x"}, Finding{NoAnswer: "x", Notes: []string{"n"}}.Result("u"))
+	require.Equal(t, GPUResult{UUID: "u", Verdict: VerdictPass, Detail: "skipped: pcie; warnings: w"}, Finding{Notes: []string{"skipped: pcie", "warnings: w"}}.Result("u"))
+}

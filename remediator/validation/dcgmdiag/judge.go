@@ -10,16 +10,7 @@ import (
 
 // Versions is "DCGM 4.2.3, driver 580.82.09", or what of it the document
 // said.
-func (d Diag) Versions() string {
-	var parts []string
-	if d.Version != "" {
-		parts = append(parts, "DCGM "+d.Version)
-	}
-	if d.Driver != "" {
-		parts = append(parts, "driver "+d.Driver)
-	}
-	return strings.Join(parts, ", ")
-}
+func (d Diag) Versions() string { return validation.Versions("DCGM", d.Version, "driver", d.Driver) }
 
 // gpuOf finds the node's GPU a DCGM GPU id names: by the board's serial
 // number when DCGM gave it and one GPU has it, else by index.
@@ -118,30 +109,27 @@ func Judge(d Diag, gpus []validation.GPU) validation.Report {
 	var failing, silent []string
 	for i, g := range gpus {
 		p := per[i]
-		gr := validation.GPUResult{UUID: g.UUID}
+		f := validation.Finding{Failed: p.failed, Why: p.why}
 		switch {
-		case len(p.failed) > 0:
-			gr.Verdict, gr.Failed, gr.Detail = validation.VerdictFail, p.failed, strings.Join(p.why, " | ")
-			failing = append(failing, fmt.Sprintf("GPU %d (%s)", g.Index, strings.Join(p.failed, ", ")))
 		case len(p.unknown) > 0:
-			gr.Verdict, gr.Detail = validation.VerdictNoAnswer, "kubemedic does not know "+strings.Join(p.unknown, "; ")
-			silent = append(silent, fmt.Sprintf("GPU %d", g.Index))
+			f.NoAnswer = "kubemedic does not know " + strings.Join(p.unknown, "; ")
 		case p.passed == 0 && len(p.skipped) > 0:
-			gr.Verdict, gr.Detail = validation.VerdictNoAnswer, "every test skipped it: "+strings.Join(p.skipped, ", ")
-			silent = append(silent, fmt.Sprintf("GPU %d", g.Index))
+			f.NoAnswer = "every test skipped it: " + strings.Join(p.skipped, ", ")
 		case p.passed == 0:
-			gr.Verdict, gr.Detail = validation.VerdictNoAnswer, "DCGM reported no test on this GPU"
+			f.NoAnswer = "DCGM reported no test on this GPU"
+		}
+		if len(p.skipped) > 0 {
+			f.Notes = append(f.Notes, "skipped: "+strings.Join(p.skipped, ", "))
+		}
+		if len(p.warnings) > 0 {
+			f.Notes = append(f.Notes, "warnings: "+strings.Join(p.warnings, "; "))
+		}
+		gr := f.Result(g.UUID)
+		switch gr.Verdict {
+		case validation.VerdictFail:
+			failing = append(failing, fmt.Sprintf("GPU %d (%s)", g.Index, strings.Join(p.failed, ", ")))
+		case validation.VerdictNoAnswer:
 			silent = append(silent, fmt.Sprintf("GPU %d", g.Index))
-		default:
-			gr.Verdict = validation.VerdictPass
-			var notes []string
-			if len(p.skipped) > 0 {
-				notes = append(notes, "skipped: "+strings.Join(p.skipped, ", "))
-			}
-			if len(p.warnings) > 0 {
-				notes = append(notes, "warnings: "+strings.Join(p.warnings, "; "))
-			}
-			gr.Detail = strings.Join(notes, " | ")
 		}
 		r.GPUs = append(r.GPUs, gr)
 	}

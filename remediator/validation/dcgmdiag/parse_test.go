@@ -2,31 +2,19 @@ package dcgmdiag
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubemedic/kubemedic/remediator/validation"
+	"github.com/kubemedic/kubemedic/remediator/validation/validationtest"
 )
 
-func read(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
-	require.NoError(t, err)
-	return string(b)
-}
+var read = validationtest.Read
 
 // node is an HGX of n H100s as nvidia-smi lists them in the test pod.
-func node(n int) []validation.GPU {
-	var gpus []validation.GPU
-	for i := range n {
-		gpus = append(gpus, validation.GPU{Index: i, UUID: fmt.Sprintf("GPU-179b83e0-c021-1d8e-a043-c3b3abb37c%02x", i),
-			Name: "NVIDIA H100 80GB HBM3", BusID: fmt.Sprintf("0000:%02x:00.0", 0x18+i), Serial: fmt.Sprintf("16549220083%02d", i)})
-	}
-	return gpus
-}
+func node(n int) []validation.GPU { return validationtest.Node(n, "NVIDIA H100 80GB HBM3") }
 
 // dcgm4 is the DCGM 4 fragment of issue 215 in the envelope of DCGM's
 // schema, with the tests of extra (each "{...}" ending in a comma) before

@@ -10,15 +10,7 @@ import (
 // Versions is "nccl-tests 2.17.6, NCCL 2.19.3+cuda12.2", or what of it
 // the run printed.
 func (r Run) Versions() string {
-	switch {
-	case r.TestsVersion != "" && r.NCCLVersion != "":
-		return "nccl-tests " + r.TestsVersion + ", NCCL " + r.NCCLVersion
-	case r.TestsVersion != "":
-		return "nccl-tests " + r.TestsVersion
-	case r.NCCLVersion != "":
-		return "NCCL " + r.NCCLVersion
-	}
-	return ""
+	return validation.Versions("nccl-tests", r.TestsVersion, "NCCL", r.NCCLVersion)
 }
 
 // Largest is the row of the largest message and its bus bandwidth: the

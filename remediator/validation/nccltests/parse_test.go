@@ -1,30 +1,19 @@
 package nccltests
 
 import (
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubemedic/kubemedic/remediator/validation"
+	"github.com/kubemedic/kubemedic/remediator/validation/validationtest"
 )
 
-func read(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
-	require.NoError(t, err)
-	return string(b)
-}
-
-func node(n int, name string) []validation.GPU {
-	var gpus []validation.GPU
-	for i := range n {
-		gpus = append(gpus, validation.GPU{Index: i, UUID: fmt.Sprintf("GPU-179b83e0-c021-1d8e-a043-c3b3abb37c%02x", i), Name: name})
-	}
-	return gpus
-}
+var (
+	read = validationtest.Read
+	node = validationtest.Node
+)
 
 const (
 	a100 = "NVIDIA A100-SXM4-40GB"

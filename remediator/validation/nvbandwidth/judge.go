@@ -25,14 +25,7 @@ func TestOf(floor string) string { return testOf[floor] }
 // Versions is "nvbandwidth v0.7, driver 550.127.08", or what of it the
 // run printed.
 func (r Run) Versions() string {
-	var parts []string
-	if r.Version != "" {
-		parts = append(parts, "nvbandwidth "+r.Version)
-	}
-	if r.Driver != "" {
-		parts = append(parts, "driver "+r.Driver)
-	}
-	return strings.Join(parts, ", ")
+	return validation.Versions("nvbandwidth", r.Version, "driver", r.Driver)
 }
 
 // gpuState is what the judged tests say of one GPU.
@@ -142,17 +135,16 @@ func Judge(run Run, gpus []validation.GPU, overrides validation.Floors) validati
 	var failing, silent []string
 	for i, g := range gpus {
 		s := st[i]
-		gr := validation.GPUResult{UUID: g.UUID, Measured: s.measured}
-		switch {
-		case len(s.failed) > 0:
-			gr.Verdict, gr.Failed, gr.Detail = validation.VerdictFail, s.failed, strings.Join(s.why, "; ")
-			failing = append(failing, fmt.Sprintf("GPU %d (%s)", g.Index, strings.Join(s.why, "; ")))
-		case len(s.noAnswer) > 0:
-			gr.Verdict, gr.Detail = validation.VerdictNoAnswer, "no answer for "+strings.Join(s.noAnswer, ", ")
+		f := validation.Finding{Failed: s.failed, Why: s.why, Measured: s.measured}
+		if len(s.noAnswer) > 0 {
+			f.NoAnswer = "no answer for " + strings.Join(s.noAnswer, ", ")
+		}
+		gr := f.Result(g.UUID)
+		switch gr.Verdict {
+		case validation.VerdictFail:
+			failing = append(failing, fmt.Sprintf("GPU %d (%s)", g.Index, gr.Detail))
+		case validation.VerdictNoAnswer:
 			silent = append(silent, fmt.Sprintf("GPU %d", g.Index))
-		default:
-			gr.Verdict = validation.VerdictPass
-			gr.Detail = strings.Join(s.why, "; ")
 		}
 		r.GPUs = append(r.GPUs, gr)
 	}

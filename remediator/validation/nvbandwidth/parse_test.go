@@ -2,21 +2,16 @@ package nvbandwidth
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubemedic/kubemedic/remediator/validation"
+	"github.com/kubemedic/kubemedic/remediator/validation/validationtest"
 )
 
-func read(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
-	require.NoError(t, err)
-	return string(b)
-}
+var read = validationtest.Read
 
 // a100Bus are the bus IDs of issue 34's HGX A100.
 var a100Bus = []string{"34", "35", "36", "37", "9b", "9c", "9d", "9e"}
@@ -24,13 +19,12 @@ var a100Bus = []string{"34", "35", "36", "37", "9b", "9c", "9d", "9e"}
 // node is n GPUs of a model as nvidia-smi lists them, with issue 34's bus
 // IDs when there are 8.
 func node(n int, name string) []validation.GPU {
-	var gpus []validation.GPU
-	for i := range n {
-		g := validation.GPU{Index: i, UUID: fmt.Sprintf("GPU-179b83e0-c021-1d8e-a043-c3b3abb37c%02x", i), Name: name}
+	gpus := validationtest.Node(n, name)
+	for i := range gpus {
+		gpus[i].BusID = ""
 		if n == 8 {
-			g.BusID = "0000:" + a100Bus[i] + ":00.0"
+			gpus[i].BusID = "0000:" + a100Bus[i] + ":00.0"
 		}
-		gpus = append(gpus, g)
 	}
 	return gpus
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kubemedic/kubemedic/remediator/validation"
+	"github.com/kubemedic/kubemedic/remediator/validation/validationtest"
 )
 
 // tool writes an executable shell script named name into dir.
@@ -41,12 +42,12 @@ func fixture(t *testing.T, rel string) string {
 func smiList(n int, name string) string {
 	var b strings.Builder
 	for i := range n {
-		fmt.Fprintf(&b, "%d, GPU-179b83e0-c021-1d8e-a043-c3b3abb37c%02x, %s, 00000000:%02X:00.0, 16549220083%02d\n", i, i, name, 0x18+i, i)
+		fmt.Fprintf(&b, "%d, %s, %s, 00000000:%02X:00.0, 16549220083%02d\n", i, strings.ToUpper(uuid(i)), name, 0x18+i, i)
 	}
 	return b.String()
 }
 
-func uuid(i int) string { return fmt.Sprintf("GPU-179b83e0-c021-1d8e-a043-c3b3abb37c%02x", i) }
+var uuid = validationtest.UUID
 
 type result struct {
 	exit   int
