@@ -506,6 +506,19 @@ func TestGPUAttemptCap(t *testing.T) {
 			require.NoError(t, err)
 			nd.Annotations = map[string]string{gpuwire.Annotation: enc}
 		}), op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "0000:3b:00.0")), verdict: Start},
+		{desc: "failed GPU tests count toward the cap like the detectors' faults (issue 31)", node: node("n1", func(nd *corev1.Node) {
+			h := gpuwire.History{}
+			for _, age := range []time.Duration{5 * time.Hour, 2 * time.Hour} {
+				h = gpuhistory.Add(h, gpuwire.Entry{Time: ago(age), UUID: uuid,
+					Fault: &gpuwire.Fault{Condition: v1alpha1.ConditionGPUValidationFailed, Reason: v1alpha1.ReasonDCGMDiagFailed}}, now)
+			}
+			enc, err := h.Encode()
+			require.NoError(t, err)
+			nd.Annotations = map[string]string{gpuwire.Annotation: enc}
+		}), op: op("op", "n1", of("p", "e", 0), onGPU(uuid, ""), func(o *v1alpha1.NodeOperation) {
+			o.Spec.Trigger = &v1alpha1.TriggerCondition{Type: v1alpha1.ConditionGPUValidationFailed, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonDCGMDiagFailed,
+				Message: "dcgm failed on GPU " + uuid + " (memory): Memory test failed", LastTransitionTime: metav1.NewTime(ago(time.Minute))}
+		}), verdict: Skip, message: "had 3 faults"},
 		{desc: "an unreadable history is no evidence the GPU is fine", node: node("n1", corrupt),
 			op: op("op", "n1", of("p", "e", 0), onGPU(uuid, "")), verdict: Skip, message: "cannot read node n1's GPU history"},
 	} {

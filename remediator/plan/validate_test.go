@@ -106,6 +106,14 @@ func TestAdvanceValidating(t *testing.T) {
 			}), Node: node("n1", cond(v1alpha1.ConditionGPUValidationFailed, corev1.ConditionTrue, v1alpha1.ReasonDCGMDiagFailed, "dcgm failed", ago(time.Hour)))},
 			want: want{phase: v1alpha1.PhaseValidating, conditions: []string{"Verified=True/Verified"}}},
 
+		{desc: "pending: the next step after a failed test targets the GPU it names, for the per-GPU cap and DRA exclusion",
+			in: AdvanceInput{Op: op("op", "n1", withDrain, validated(0), func(o *v1alpha1.NodeOperation) {
+				o.Spec.Trigger = &v1alpha1.TriggerCondition{Type: v1alpha1.ConditionGPUValidationFailed, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonDCGMDiagFailed,
+					Message: "dcgm failed on GPU " + gpuB + " (memory): Memory test failed", LastTransitionTime: metav1.NewTime(ago(time.Minute))}
+			}), Template: tpl(v1alpha1.SuccessPodSucceeded)},
+			want: want{phase: v1alpha1.PhaseWaitingForBudget, check: func(t *testing.T, tr Transition) {
+				require.Equal(t, &v1alpha1.GPUTarget{UUID: gpuB}, tr.Status.GPU)
+			}}},
 		{desc: "validating: the first pass creates attempt 1's pod, named after the operation",
 			in: AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseValidating), withDrain, validated(0)), Node: healthy, ValidateTemplate: dcgm, Namespace: "kubemedic"},
 			want: want{phase: v1alpha1.PhaseValidating, effect: EffectCreateValidationPod, events: []string{v1alpha1.EventValidationStarted}, requeue: 20 * time.Minute,
