@@ -32,11 +32,12 @@ func (d Device) String() string { return d.Driver + "/" + d.Pool + "/" + d.Name 
 // empties the whole node, and on a node left schedulable the evicted pods'
 // controllers would place them back while the drain chases them), and its
 // template (read in Cordoning) does not reboot, power-cycle or replace the
-// node.
+// node, and it has no validation (whose test takes every GPU of the node,
+// which must not serve before the test passes).
 func (t *transition) gpuScoped() bool {
 	op := t.in.Op
 	g := op.Status.GPU
-	return !op.Spec.Quarantine && op.Spec.Drain == nil && g != nil && (g.UUID != "" || g.BusID != "") && !NodeWide(t.in.Template)
+	return !op.Spec.Quarantine && op.Spec.Drain == nil && op.Spec.Validate == nil && g != nil && (g.UUID != "" || g.BusID != "") && !NodeWide(t.in.Template)
 }
 
 // whyNotGPU says why an operation that is not gpuScoped cordons the node.
@@ -47,6 +48,8 @@ func (t *transition) whyNotGPU() string {
 		return "the operation acts on the whole node"
 	case t.in.Op.Spec.Drain != nil:
 		return "the step drains the node, which must not take new pods meanwhile"
+	case t.in.Op.Spec.Validate != nil:
+		return "the step tests every GPU of the node (" + t.in.Op.Spec.Validate.Operation + ") before it serves again"
 	case g == nil || (g.UUID == "" && g.BusID == ""):
 		return "the trigger names no GPU"
 	}

@@ -50,6 +50,11 @@ func TestAdvanceGPUExclusion(t *testing.T) {
 			want: want{phase: v1alpha1.PhaseDraining, effect: EffectCordon, check: func(t *testing.T, tr Transition) {
 				require.Equal(t, "cordoned the node: the step drains the node, which must not take new pods meanwhile", tr.Status.Exclusion.Message)
 			}}},
+		{desc: "cordoning: a step with a GPU test cordons the node: the test takes every GPU, and the node must not serve before it passes (issue 31)",
+			in: AdvanceInput{Op: cordoning(onGPU(gpuUUID, ""), validated(0)), Node: node("n1"), Template: reset, Device: dev},
+			want: want{phase: v1alpha1.PhaseRunning, effect: EffectCordon, conditions: []string{"Cordoned=True/CordonedByKubemedic"}, check: func(t *testing.T, tr Transition) {
+				require.Equal(t, "cordoned the node: the step tests every GPU of the node (validate-dcgm) before it serves again", tr.Status.Exclusion.Message)
+			}}},
 		{desc: "cordoning: without DRA the node is cordoned and the status says why",
 			in: AdvanceInput{Op: cordoning(onGPU(gpuUUID, "")), Node: node("n1"), Template: reset, NoDevice: "the API server does not serve resource.k8s.io/v1beta2 DeviceTaintRule"},
 			want: want{phase: v1alpha1.PhaseRunning, effect: EffectCordon, conditions: []string{"Cordoned=True/CordonedByKubemedic"}, check: func(t *testing.T, tr Transition) {
