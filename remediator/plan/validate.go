@@ -69,7 +69,7 @@ func (t *transition) validating() {
 			// The policy was checked when it was loaded; the template was
 			// deleted since. Nothing can be tested, and an untested node
 			// does not serve.
-			t.validationFailed(v1alpha1.ReasonNoValidationAnswer, fmt.Sprintf("NodeOperationTemplate %s does not exist, so the GPUs cannot be tested", v.Operation))
+			t.validationFailed(v1alpha1.ReasonNoValidationAnswer, fmt.Sprintf("NodeOperationTemplate %s does not exist, so the GPUs cannot be tested", v.Operation), time.Time{})
 			return
 		}
 		t.startAttempt(1)
@@ -186,7 +186,10 @@ func (t *transition) judge(pod *corev1.Pod) {
 	t.record(r)
 	switch {
 	case r.Verdict == validation.VerdictFail:
-		t.validationFailed(v1alpha1.ValidationFailedReason(r.Test), fmt.Sprintf("%s failed on %s: %s", r.Test, failingGPUs(r), r.Reason))
+		// Timed by the kubelet's end of the container, the same in a pass
+		// retried after a failed status write: the GPU history's faults
+		// are written again unchanged, not added twice.
+		t.validationFailed(v1alpha1.ValidationFailedReason(r.Test), fmt.Sprintf("%s failed on %s: %s", r.Test, failingGPUs(r), r.Reason), PodFinishedAt(pod))
 	case r.Verdict == validation.VerdictPass && pod.Status.Phase == corev1.PodSucceeded:
 		t.passed(&r)
 	case r.Verdict == validation.VerdictPass:
@@ -254,14 +257,18 @@ func (t *transition) noAnswer(msg string) {
 	if st.NoAnswer != "" {
 		first = "; the first attempt: " + st.NoAnswer
 	}
-	t.validationFailed(v1alpha1.ReasonNoValidationAnswer, fmt.Sprintf("no answer from the GPU test twice, which counts as a failure: %s%s", msg, first))
+	t.validationFailed(v1alpha1.ReasonNoValidationAnswer, fmt.Sprintf("no answer from the GPU test twice, which counts as a failure: %s%s", msg, first), time.Time{})
 }
 
 // validationFailed fails the step: the node stays cordoned, and its
-// GPUValidationFailed condition says why, for the ladder's next step.
-func (t *transition) validationFailed(reason, msg string) {
+// GPUValidationFailed condition says why, for the ladder's next step. at
+// is when the test ended (zero: now).
+func (t *transition) validationFailed(reason, msg string, at time.Time) {
 	st := t.Status.Validation
-	now := metav1.NewTime(t.in.Now)
+	if at.IsZero() {
+		at = t.in.Now
+	}
+	now := metav1.NewTime(at)
 	st.Result, st.CompletionTime, st.Message = v1alpha1.ValidationFailed, &now, Truncate(msg, maxMessage)
 	msg = Truncate(msg, maxMessage)
 	t.Validation = &NodeValidation{Failed: true, Reason: reason, Message: msg}

@@ -42,6 +42,9 @@ func validatingAttempt(n int32, start time.Time) opOpt {
 	}
 }
 
+// testEnded is when the test pods' containers ended.
+var testEnded = ago(10 * time.Second)
+
 // testPod is attempt n's test pod of operation "op" in phase, with msg as
 // its termination message.
 func testPod(n int32, phase corev1.PodPhase, msg string) *corev1.Pod {
@@ -52,7 +55,7 @@ func testPod(n int32, phase corev1.PodPhase, msg string) *corev1.Pod {
 			code = 1
 		}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "validate", State: corev1.ContainerState{
-			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, FinishedAt: metav1.NewTime(now)}}}}
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, FinishedAt: metav1.NewTime(testEnded)}}}}
 	}
 	return p
 }
@@ -151,7 +154,7 @@ func TestAdvanceValidating(t *testing.T) {
 					v := tr.Status.Validation
 					require.Equal(t, v1alpha1.ValidationFailed, v.Result)
 					require.Equal(t, []string{gpuB}, FailingGPUs(v))
-					require.Equal(t, now, v.CompletionTime.Time)
+					require.Equal(t, testEnded, v.CompletionTime.Time, "timed by the container's end, the same in a retried pass")
 					require.True(t, tr.Validation.Failed)
 					require.Equal(t, v1alpha1.ReasonDCGMDiagFailed, tr.Validation.Reason)
 					require.Equal(t, corev1.EventTypeWarning, tr.Events[0].Type)
