@@ -106,7 +106,7 @@ func (r *OperationReconciler) setValidationCondition(ctx context.Context, nodeNa
 		}
 		return fmt.Errorf("get node %s for its %s condition: %w", nodeName, v1alpha1.ConditionGPUValidationFailed, err)
 	}
-	c := v.Condition(r.Clock.Now())
+	c := v.Condition()
 	for _, old := range n.Status.Conditions {
 		if string(old.Type) == v1alpha1.ConditionGPUValidationFailed && old.Status == c.Status {
 			c.LastTransitionTime = old.LastTransitionTime

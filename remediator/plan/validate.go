@@ -271,7 +271,7 @@ func (t *transition) validationFailed(reason, msg string, at time.Time) {
 	now := metav1.NewTime(at)
 	st.Result, st.CompletionTime, st.Message = v1alpha1.ValidationFailed, &now, Truncate(msg, maxMessage)
 	msg = Truncate(msg, maxMessage)
-	t.Validation = &NodeValidation{Failed: true, Reason: reason, Message: msg}
+	t.Validation = &NodeValidation{Failed: true, Reason: reason, Message: msg, At: t.in.Now}
 	t.cond(v1alpha1.OperationValidated, metav1.ConditionFalse, v1alpha1.ReasonValidationFailed, msg)
 	t.emit(corev1.EventTypeWarning, v1alpha1.ReasonValidationFailed, "Validate", Truncate("the GPU test failed, the node stays cordoned: "+msg, maxMessage))
 	t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonValidationFailed, Truncate(fmt.Sprintf("verified, but %s (%s); the node stays cordoned", msg, t.Status.Validation.Template), maxMessage))
@@ -289,7 +289,7 @@ func (t *transition) passed(r *validation.Report) {
 			st.Message = Truncate(fmt.Sprintf("%s passed on %d GPU(s)%s", r.Test, len(r.GPUs), modelOf(r)), maxMessage)
 			t.cond(v1alpha1.OperationValidated, metav1.ConditionTrue, v1alpha1.ReasonValidationPassed, st.Message)
 			t.emit(corev1.EventTypeNormal, v1alpha1.ReasonValidationPassed, "Validate", st.Message+"; uncordoning")
-			t.Validation = &NodeValidation{Reason: v1alpha1.ReasonValidated, Message: st.Message}
+			t.Validation = &NodeValidation{Reason: v1alpha1.ReasonValidated, Message: st.Message, At: t.in.Now}
 		}
 		msg = "verified and validated: " + st.Message
 	}
@@ -306,10 +306,15 @@ func (t *transition) passed(r *validation.Report) {
 type NodeValidation struct {
 	Failed          bool
 	Reason, Message string
+	// At is the pass's time, which also ends the operation: the condition
+	// must not be newer than the failed operation, or the policy takes it
+	// for a new incident and starts its ladder over (nextStep).
+	At time.Time
 }
 
-// Condition is the node condition to write.
-func (v *NodeValidation) Condition(now time.Time) corev1.NodeCondition {
+// Condition is the node condition to write, changed at At.
+func (v *NodeValidation) Condition() corev1.NodeCondition {
+	now := v.At
 	status := corev1.ConditionFalse
 	if v.Failed {
 		status = corev1.ConditionTrue

@@ -143,7 +143,7 @@ func TestAdvanceValidating(t *testing.T) {
 					require.Equal(t, v1alpha1.ValidationPassed, v.Result)
 					require.Equal(t, "dcgm", v.Test)
 					require.Len(t, v.GPUs, 2)
-					require.Equal(t, &NodeValidation{Reason: v1alpha1.ReasonValidated, Message: v.Message}, tr.Validation)
+					require.Equal(t, &NodeValidation{Reason: v1alpha1.ReasonValidated, Message: v.Message, At: now}, tr.Validation)
 					require.Empty(t, FailingGPUs(v))
 				}}},
 		{desc: "validating: fail: the step fails ValidationFailed with the GPU and test, cordoned, GPUValidationFailed set",
@@ -158,8 +158,9 @@ func TestAdvanceValidating(t *testing.T) {
 					require.True(t, tr.Validation.Failed)
 					require.Equal(t, v1alpha1.ReasonDCGMDiagFailed, tr.Validation.Reason)
 					require.Equal(t, corev1.EventTypeWarning, tr.Events[0].Type)
-					c := tr.Validation.Condition(now)
+					c := tr.Validation.Condition()
 					require.Equal(t, corev1.ConditionTrue, c.Status)
+					require.Equal(t, now, c.LastTransitionTime.Time, "the pass's time, which ends the operation too: the ladder goes on in its episode")
 					require.Equal(t, v1alpha1.ConditionGPUValidationFailed, string(c.Type))
 				}}},
 		{desc: "validating: no answer from the tool: retried once, the first pod deleted first",
