@@ -33,6 +33,7 @@ type Status struct {
 	// quarantined node, in words. Empty when the exit status is 0.
 	Attention []string `json:"attention"`
 	// NodeConditions are the detector conditions (GPULost, GPUXidError, ...)
+	// and the remediator's (GPUStackPodNotReady, GPUValidationFailed, ...)
 	// that are True or Unknown, by node, then condition type.
 	NodeConditions []NodeConditionStatus `json:"nodeConditions"`
 	// ActiveOperations are the NodeOperations not yet Succeeded, Failed or
@@ -219,8 +220,13 @@ func buildStatus(in statusInput, now time.Time) Status {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
 	})
 
-	types := make([]string, 0, len(v1alpha1.ConditionReasons))
+	// The detectors' conditions, and those the remediator sets itself: the
+	// GPU stack's health and the GPU test's GPUValidationFailed.
+	types := []string{v1alpha1.ConditionGPUValidationFailed}
 	for t := range v1alpha1.ConditionReasons {
+		types = append(types, t)
+	}
+	for t := range v1alpha1.StackConditionReasons {
 		types = append(types, t)
 	}
 	sort.Strings(types)

@@ -114,6 +114,19 @@ func TestBuildStatus(t *testing.T) {
 			}
 		}),
 	}, {
+		desc: "the remediator's own conditions are listed too: the GPU stack's and a failed GPU test's (issue 31)",
+		in: statusInput{Nodes: []corev1.Node{
+			node("gpu-a", cond(v1alpha1.ConditionGPUValidationFailed, corev1.ConditionTrue, v1alpha1.ReasonDCGMDiagFailed, "dcgm failed on GPU GPU-66666666-7777-8888-9999-000000000000 (memory)", 3*time.Minute),
+				cond(v1alpha1.ConditionGPUStackPodNotReady, corev1.ConditionTrue, v1alpha1.ReasonDevicePluginNotReady, "nvidia-device-plugin-x is not Ready", time.Minute)),
+			node("gpu-b", cond(v1alpha1.ConditionGPUValidationFailed, corev1.ConditionFalse, v1alpha1.ReasonValidated, "dcgm passed on 8 GPU(s)", time.Minute)),
+		}},
+		want: emptyStatus(func(s *Status) {
+			s.NodeConditions = []NodeConditionStatus{
+				{Node: "gpu-a", Condition: v1alpha1.ConditionGPUStackPodNotReady, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonDevicePluginNotReady, Since: ago(time.Minute), Message: "nvidia-device-plugin-x is not Ready"},
+				{Node: "gpu-a", Condition: v1alpha1.ConditionGPUValidationFailed, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonDCGMDiagFailed, Since: ago(3 * time.Minute), Message: "dcgm failed on GPU GPU-66666666-7777-8888-9999-000000000000 (memory)"},
+			}
+		}),
+	}, {
 		desc: "active operations are grouped by phase in lifecycle order, oldest first; finished ones are left out; no phase is Pending",
 		in: statusInput{Ops: []v1alpha1.NodeOperation{
 			op("xid.gpu-a-1", "gpu-a", "xid", "reboot", v1alpha1.PhaseRunning, 3*time.Minute, "pod reboot-x running"),
