@@ -1,8 +1,12 @@
 package remediator_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +23,7 @@ import (
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 	"github.com/kubemedic/kubemedic/remediator/validation"
+	"github.com/kubemedic/kubemedic/remediator/validation/run"
 )
 
 // opValidate is a validation template no kwok stage ends: the test plays
@@ -64,27 +69,40 @@ func testPodOf(t *testing.T, env *localcluster.Cluster, opName string, attempt i
 	return &pod
 }
 
-// reportOf is a kubemedic-validate report of dcgm over the node's GPUs,
-// failing those in bad.
-func reportOf(t *testing.T, node string, verdict validation.Verdict, bad ...int) string {
+// dcgmPass is DCGM 3.1.0's real dcgmi diag -r 2 -j output on 8 GPUs, all
+// passing (remediator/validation/dcgmdiag/testdata/SOURCES.md says where
+// it comes from).
+const dcgmPass = "../../remediator/validation/dcgmdiag/testdata/dcgm-3.1.0-8gpu-pass.txt"
+
+// playTest plays a test pod on the node as its kubelet would: the real
+// kubemedic-validate dcgm runs with the pod's arguments against a fake
+// dcgmi (script, a shell snippet printing its output) and a fake
+// nvidia-smi listing the node's 8 GPUs, and the pod ends with the
+// program's exit status and its report as the termination message.
+func playTest(t *testing.T, env *localcluster.Cluster, pod *corev1.Pod, script string) validation.Report {
 	t.Helper()
-	r := validation.Report{Schema: validation.Schema, Test: "dcgm", Model: "NVIDIA H100 80GB HBM3", Verdict: verdict}
-	if verdict == validation.VerdictNoAnswer {
-		r.Reason = "dcgmi diag: timed out after 15m0s"
-	} else {
-		for i := range 8 {
-			g := validation.GPUResult{UUID: localcluster.GPUUUID(node, i), Verdict: validation.VerdictPass}
-			for _, b := range bad {
-				if b == i {
-					g.Verdict, g.Failed, g.Detail = validation.VerdictFail, []string{"memory"}, "Memory test failed: 12 errors at 0x3f00"
-				}
-			}
-			r.GPUs = append(r.GPUs, g)
-		}
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+		return p
 	}
-	s, err := validation.Encode(r)
+	var smi strings.Builder
+	for i := range 8 {
+		fmt.Fprintf(&smi, "%d, %s, NVIDIA H100 80GB HBM3, 00000000:%02X:00.0, 16549220084%02d\n", i, localcluster.GPUUUID(pod.Spec.NodeName, i), 0x18+i, i)
+	}
+	term := filepath.Join(dir, "termination-log")
+	args := append(append([]string(nil), pod.Spec.Containers[0].Args...),
+		"--tool-path", write("dcgmi", script), "--nvidia-smi", write("nvidia-smi", "cat <<'EOF'\n"+smi.String()+"EOF"), "--termination-log", term)
+	var out, errOut bytes.Buffer
+	code := run.Main(args, &out, &errOut, func(string) string { return "" })
+	b, err := os.ReadFile(term)
+	require.NoError(t, err, "kubemedic-validate wrote no report: %s", errOut.String())
+	r, err := validation.Decode(string(b))
 	require.NoError(t, err)
-	return s
+	t.Logf("kubemedic-validate exited %d: %s", code, out.String())
+	require.NoError(t, localcluster.FinishPod(context.Background(), env.Client, pod, code == run.ExitPass, string(b)))
+	return r
 }
 
 // waitOp waits for the node's operation of step to reach phase.
@@ -104,7 +122,8 @@ func waitOp(t *testing.T, env *localcluster.Cluster, node, step string, phase v1
 }
 
 // TestValidationGate: a reset that passes every passive check is tested
-// before the uncordon. The test fails one GPU: the node stays cordoned,
+// before the uncordon, by the real kubemedic-validate on DCGM's real output
+// (playTest). The test fails one GPU: the node stays cordoned,
 // the step fails ValidationFailed, GPUValidationFailed is set with the
 // test as reason and the GPU joins the node's GPU history, and the
 // ladder's next step runs. Its first test gives no answer and is retried
@@ -139,10 +158,11 @@ func TestValidationGate(t *testing.T) {
 	cur := getOp(t, env, op.Name)
 	require.Equal(t, v1alpha1.PhaseValidating, cur.Status.Phase)
 
-	// GPU 3 fails DCGM's memory test.
-	require.NoError(t, localcluster.FinishPod(ctx, env.Client, pod, false, reportOf(t, node, validation.VerdictFail, 3)))
+	// GPU 3 fails a DCGM test: the real output with GPU 3's result FAIL.
+	r := playTest(t, env, pod, `sed '/"gpu_ids" : 3,/{n;s/PASS/FAIL/}' `+dcgmPass+`; exit 226`)
+	require.Equal(t, []string{localcluster.GPUUUID(node, 3)}, validation.Failing(r))
 	failed := waitOp(t, env, node, "reset", v1alpha1.PhaseFailed)
-	require.Contains(t, failed.Status.Message, "ValidationFailed: verified, but dcgm failed on GPU "+localcluster.GPUUUID(node, 3)+" (memory)")
+	require.Contains(t, failed.Status.Message, "ValidationFailed: verified, but dcgm failed on GPU "+localcluster.GPUUUID(node, 3)+" (software)")
 	require.Equal(t, []string{localcluster.GPUUUID(node, 3)}, plan.FailingGPUs(failed.Status.Validation))
 	n := getNode(t, env, node)
 	require.True(t, n.Spec.Unschedulable, "a failed test leaves the node cordoned")
@@ -167,18 +187,18 @@ func TestValidationGate(t *testing.T) {
 	next := waitOp(t, env, node, "reset-again", v1alpha1.PhaseValidating)
 	require.Equal(t, v1alpha1.ConditionGPUValidationFailed, next.Spec.Trigger.Type)
 	first := testPodOf(t, env, next.Name, 1)
-	// No answer: the tool timed out. Retried with a second pod, created
-	// once the first is gone.
-	require.NoError(t, localcluster.FinishPod(ctx, env.Client, first, false, reportOf(t, node, validation.VerdictNoAnswer)))
+	// No answer: dcgmi's output is cut short. Retried with a second pod,
+	// created once the first is gone.
+	require.Equal(t, validation.VerdictNoAnswer, playTest(t, env, first, `head -c 1500 `+dcgmPass).Verdict)
 	second := testPodOf(t, env, next.Name, 2)
 	require.NotEqual(t, first.Name, second.Name)
 	err = env.Client.Get(ctx, client.ObjectKeyFromObject(first), &corev1.Pod{})
 	require.True(t, ignoreNotFound(err) == nil && err != nil, "the first test pod is gone before the second: %v", err)
 	cur = getOp(t, env, next.Name)
-	require.Contains(t, cur.Status.Validation.NoAnswer, "dcgm gave no answer: dcgmi diag: timed out after 15m0s")
+	require.Contains(t, cur.Status.Validation.NoAnswer, "dcgm gave no answer: dcgmi diag -r 2 -j (exit status 0): the JSON document ends early")
 	require.True(t, getNode(t, env, node).Spec.Unschedulable, "still cordoned during the retry")
 
-	require.NoError(t, localcluster.FinishPod(ctx, env.Client, second, true, reportOf(t, node, validation.VerdictPass)))
+	require.Equal(t, validation.VerdictPass, playTest(t, env, second, `cat `+dcgmPass).Verdict)
 	done := waitOp(t, env, node, "reset-again", v1alpha1.PhaseSucceeded)
 	require.Contains(t, done.Status.Message, "verified and validated: dcgm passed on 8 GPU(s)")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
