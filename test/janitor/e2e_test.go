@@ -177,8 +177,9 @@ func TestReclaimLifecycle(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(err), "the stuck Job is deleted: %v", err)
 
 	w.waitMessage(expired, "Reclaimed", 40*time.Second)
-	_, err = w.getPod(expired)
-	require.True(t, apierrors.IsNotFound(err), "the expired bare pod is deleted: %v", err)
+	// Told after the delete call; the graceful deletion ends soon after.
+	require.Eventually(t, func() bool { _, err := w.getPod(expired); return apierrors.IsNotFound(err) }, 10*time.Second, 50*time.Millisecond,
+		"the expired bare pod is deleted")
 
 	// The snoozed Deployment is past its deadline and untouched.
 	require.Eventually(t, func() bool { return time.Now().After(n.Deadline.Add(3 * time.Second)) }, 30*time.Second, 200*time.Millisecond)
@@ -281,8 +282,10 @@ func TestSlackFailuresAndRestart(t *testing.T) {
 	done := w.waitMessage(pod, "Reclaimed", 40*time.Second)
 	require.Equal(t, notice.TS, done.ThreadTS)
 	require.False(t, time.Now().Before(n.Deadline), "reclaimed no earlier than the deadline")
-	_, err := w.getPod(pod)
-	require.True(t, apierrors.IsNotFound(err))
+	// The janitor tells after its delete call; the pod then goes through
+	// its graceful deletion (kwok ends it), so it is gone soon, not at once.
+	require.Eventually(t, func() bool { _, err := w.getPod(pod); return apierrors.IsNotFound(err) }, 10*time.Second, 50*time.Millisecond,
+		"the pod the janitor reclaimed is gone")
 	require.Equal(t, 1.0, j2.metric("kubemedic_janitor_reclaimed_pods_total", map[string]string{"rule": "MaxLifetime", "target": "Pod"}))
 	notices := 0
 	for _, m := range w.messagesFor(pod) {
