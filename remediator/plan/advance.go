@@ -201,7 +201,9 @@ func (t *transition) admit() {
 	}
 	t.emit(corev1.EventTypeNormal, v1alpha1.EventStarted, "Start", "every safety limit passed; starting "+Describe(op))
 	switch {
-	case op.Spec.Quarantine || op.Spec.Cordon || op.Spec.Drain != nil:
+	case op.Spec.Quarantine || op.Spec.Cordon || op.Spec.Drain != nil || op.Spec.Validate != nil:
+		// A GPU test implies the cordon, as a drain does: a NodeOperation
+		// made by hand may say neither (a policy's step must).
 		t.setPhase(v1alpha1.PhaseCordoning, "cordoning the node")
 	case t.captureNow():
 	default:

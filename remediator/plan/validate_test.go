@@ -117,6 +117,9 @@ func TestAdvanceValidating(t *testing.T) {
 			want: want{phase: v1alpha1.PhaseWaitingForBudget, check: func(t *testing.T, tr Transition) {
 				require.Equal(t, &v1alpha1.GPUTarget{UUID: gpuB}, tr.Status.GPU)
 			}}},
+		{desc: "admit: a NodeOperation made by hand with a GPU test but no cordon is cordoned all the same",
+			in:   AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseWaitingForBudget), validated(0)), Node: node("n1"), Admission: Admission{Verdict: Start}},
+			want: want{phase: v1alpha1.PhaseCordoning, effect: EffectReserve}},
 		{desc: "validating: the first pass creates attempt 1's pod, named after the operation",
 			in: AdvanceInput{Op: op("op", "n1", phase(v1alpha1.PhaseValidating), withDrain, validated(0)), Node: healthy, ValidateTemplate: dcgm, Namespace: "kubemedic"},
 			want: want{phase: v1alpha1.PhaseValidating, effect: EffectCreateValidationPod, events: []string{v1alpha1.EventValidationStarted}, requeue: 20 * time.Minute,
