@@ -54,6 +54,8 @@ func buildValidationPod(op *v1alpha1.NodeOperation, tpl *v1alpha1.NodeOperationT
 	// The report, never the log's tail: a pod that wrote none left no
 	// answer.
 	c.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	// Copies: the template's own lists are not to be changed.
+	c.Resources.Requests, c.Resources.Limits = c.Resources.Requests.DeepCopy(), c.Resources.Limits.DeepCopy()
 	if c.Resources.Requests == nil {
 		c.Resources.Requests = corev1.ResourceList{}
 	}
@@ -106,14 +108,8 @@ func (r *OperationReconciler) setValidationCondition(ctx context.Context, nodeNa
 		}
 		return fmt.Errorf("get node %s for its %s condition: %w", nodeName, v1alpha1.ConditionGPUValidationFailed, err)
 	}
-	c := v.Condition()
-	for _, old := range n.Status.Conditions {
-		if string(old.Type) == v1alpha1.ConditionGPUValidationFailed && old.Status == c.Status {
-			c.LastTransitionTime = old.LastTransitionTime
-		}
-	}
-	if !v.Failed && findNodeCondition(n, v1alpha1.ConditionGPUValidationFailed) == nil {
-		// A pass on a node that never failed one: nothing to clear.
+	c, write := validationCondition(n, v)
+	if !write {
 		return nil
 	}
 	// A strategic merge on conditions, keyed by type: the kubelet's and
@@ -128,11 +124,19 @@ func (r *OperationReconciler) setValidationCondition(ctx context.Context, nodeNa
 	return nil
 }
 
-func findNodeCondition(n *corev1.Node, t string) *corev1.NodeCondition {
-	for i := range n.Status.Conditions {
-		if string(n.Status.Conditions[i].Type) == t {
-			return &n.Status.Conditions[i]
+// validationCondition is the GPUValidationFailed condition to write on n:
+// its transition time kept when the status does not change; nothing to
+// write for a pass on a node that never failed a test.
+func validationCondition(n *corev1.Node, v *plan.NodeValidation) (corev1.NodeCondition, bool) {
+	c := v.Condition()
+	for _, old := range n.Status.Conditions {
+		if string(old.Type) != v1alpha1.ConditionGPUValidationFailed {
+			continue
 		}
+		if old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		return c, true
 	}
-	return nil
+	return c, v.Failed
 }
