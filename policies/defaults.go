@@ -124,7 +124,31 @@ func SetDefaults(obj runtime.Object) {
 		if o.Spec.Drain != nil {
 			defaultDrain(o.Spec.Drain)
 		}
+	case *v1alpha1.ValidationPolicy:
+		if b := o.Spec.Background; b != nil {
+			if b.PriorityClassName == "" {
+				b.PriorityClassName = v1alpha1.DefaultBackgroundPriorityClass
+			}
+		}
 	}
+}
+
+// BackgroundWaitFor is how long a background test pod may wait for the
+// node's GPUs: the policy's waitFor, else the default.
+func BackgroundWaitFor(b *v1alpha1.BackgroundSpec) time.Duration {
+	if b.WaitFor != nil {
+		return b.WaitFor.Duration
+	}
+	return v1alpha1.DefaultBackgroundWaitFor
+}
+
+// BackgroundRetryAfter is how long a preempted or put-off background test
+// waits: the policy's retryAfter, else the default.
+func BackgroundRetryAfter(b *v1alpha1.BackgroundSpec) time.Duration {
+	if b.RetryAfter != nil {
+		return b.RetryAfter.Duration
+	}
+	return v1alpha1.DefaultBackgroundRetryAfter
 }
 
 func defaultRemediationPolicy(s *v1alpha1.RemediationPolicySpec) {

@@ -59,6 +59,7 @@ func problemsOf(errs []*strictyaml.Error) []Problem {
 // kinds maps each kubemedic kind to a constructor of its typed object.
 var kinds = map[string]func() runtime.Object{
 	"RemediationPolicy":     func() runtime.Object { return &v1alpha1.RemediationPolicy{} },
+	"ValidationPolicy":      func() runtime.Object { return &v1alpha1.ValidationPolicy{} },
 	"NodeOperationTemplate": func() runtime.Object { return &v1alpha1.NodeOperationTemplate{} },
 	"NodeOperation":         func() runtime.Object { return &v1alpha1.NodeOperation{} },
 	"ClusterReclaimPolicy":  func() runtime.Object { return &v1alpha1.ClusterReclaimPolicy{} },

@@ -43,22 +43,22 @@ func TestLoadProblems(t *testing.T) {
 		{
 			desc: "empty file",
 			data: "",
-			want: []string{"f.yaml: file holds no YAML documents; expected kubemedic.io/v1alpha1 objects (ClusterReclaimPolicy, NodeOperation, NodeOperationTemplate, ReclaimPolicy, RemediationPolicy)"},
+			want: []string{"f.yaml: file holds no YAML documents; expected kubemedic.io/v1alpha1 objects (ClusterReclaimPolicy, NodeOperation, NodeOperationTemplate, ReclaimPolicy, RemediationPolicy, ValidationPolicy)"},
 		},
 		{
 			desc: "only comments and separators",
 			data: "# nothing here\n---\n---\n",
-			want: []string{"f.yaml: file holds no YAML documents; expected kubemedic.io/v1alpha1 objects (ClusterReclaimPolicy, NodeOperation, NodeOperationTemplate, ReclaimPolicy, RemediationPolicy)"},
+			want: []string{"f.yaml: file holds no YAML documents; expected kubemedic.io/v1alpha1 objects (ClusterReclaimPolicy, NodeOperation, NodeOperationTemplate, ReclaimPolicy, RemediationPolicy, ValidationPolicy)"},
 		},
 		{
 			desc: "non-kubemedic kind",
 			data: "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\n",
-			want: []string{`f.yaml:1: apiVersion: Deployment "apps/v1" is not a kubemedic kind: expected apiVersion kubemedic.io/v1alpha1 and one of ClusterReclaimPolicy, NodeOperation, NodeOperationTemplate, ReclaimPolicy, RemediationPolicy`},
+			want: []string{`f.yaml:1: apiVersion: Deployment "apps/v1" is not a kubemedic kind: expected apiVersion kubemedic.io/v1alpha1 and one of ClusterReclaimPolicy, NodeOperation, NodeOperationTemplate, ReclaimPolicy, RemediationPolicy, ValidationPolicy`},
 		},
 		{
 			desc: "unknown kind in our group",
 			data: "apiVersion: kubemedic.io/v1alpha1\nkind: Remediation\n",
-			want: []string{`f.yaml:2: kind: "Remediation" is not a kubemedic kind: expected one of ClusterReclaimPolicy, NodeOperation, NodeOperationTemplate, ReclaimPolicy, RemediationPolicy`},
+			want: []string{`f.yaml:2: kind: "Remediation" is not a kubemedic kind: expected one of ClusterReclaimPolicy, NodeOperation, NodeOperationTemplate, ReclaimPolicy, RemediationPolicy, ValidationPolicy`},
 		},
 		{
 			desc: "missing kind",

@@ -106,6 +106,12 @@ func ValidateSet(docs []*Document) []Problem {
 					errs = append(errs, e)
 				}
 			}
+		case *v1alpha1.ValidationPolicy:
+			if v := o.Spec.Validate; v.Operation != "" {
+				if e := missing(field.NewPath("spec", "validate", "operation"), v.Operation); e != nil {
+					errs = append(errs, e)
+				}
+			}
 		case *v1alpha1.ReclaimPolicy:
 			for _, c := range clusterReclaim {
 				if SelectsNamespace(c, o.Namespace, nil) {

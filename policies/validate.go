@@ -44,6 +44,8 @@ func Validate(obj runtime.Object) field.ErrorList {
 		p := field.NewPath("spec")
 		errs := append(validateMeta(&o.ObjectMeta, true), validateReclaimRules(&o.Spec.ReclaimRules, p)...)
 		return append(errs, validateSelector(o.Spec.PodSelector, p.Child("podSelector"))...)
+	case *v1alpha1.ValidationPolicy:
+		return append(validateMeta(&o.ObjectMeta, false), validateValidationPolicySpec(&o.Spec, field.NewPath("spec"))...)
 	}
 	return field.ErrorList{field.InternalError(nil, fmt.Errorf("not a kubemedic object: %T", obj))}
 }
@@ -206,6 +208,32 @@ func validateValidate(v *v1alpha1.ValidateSpec, p *field.Path) field.ErrorList {
 		errs = append(errs, validateDNSSubdomain(v.Operation, p.Child("operation"))...)
 	}
 	return append(errs, positive(v.Timeout, p.Child("timeout"))...)
+}
+
+// validateValidationPolicySpec checks a ValidationPolicy: its test, and
+// a background section that says how often and with what budget.
+func validateValidationPolicySpec(s *v1alpha1.ValidationPolicySpec, p *field.Path) field.ErrorList {
+	errs := validateSelector(s.NodeSelector, p.Child("nodeSelector"))
+	errs = append(errs, validateValidate(&s.Validate, p.Child("validate"))...)
+	b := s.Background
+	if b == nil {
+		if s.Join == nil {
+			errs = append(errs, field.Required(p.Child("background"), "a policy with neither join nor background tests only nodes that register with the taint "+v1alpha1.TaintUnvalidated+"; say join: {} to mean that, or add a background section"))
+		}
+		return errs
+	}
+	bp := p.Child("background")
+	if b.Every.Duration <= 0 {
+		errs = append(errs, field.Required(bp.Child("every"), "how often each node is tested, e.g. 168h"))
+	}
+	if b.MaxConcurrent < 1 {
+		errs = append(errs, field.Required(bp.Child("maxConcurrent"), "a background section needs a budget: how many nodes may be tested at once (at least 1), so that tests never hold a fleet's GPUs"))
+	}
+	if b.PriorityClassName != "" {
+		errs = append(errs, validateDNSSubdomain(b.PriorityClassName, bp.Child("priorityClassName"))...)
+	}
+	errs = append(errs, positive(b.WaitFor, bp.Child("waitFor"))...)
+	return append(errs, positive(b.RetryAfter, bp.Child("retryAfter"))...)
 }
 
 var diagnosticsWhen = []string{string(v1alpha1.DiagnosticsBeforeDrain), string(v1alpha1.DiagnosticsAfterDrain)}

@@ -23,6 +23,8 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&NodeOperation{}, &NodeOperationList{},
 		&ClusterReclaimPolicy{}, &ClusterReclaimPolicyList{},
 		&ReclaimPolicy{}, &ReclaimPolicyList{},
+		&ValidationPolicy{}, &ValidationPolicyList{},
+		&NodeValidation{}, &NodeValidationList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -69,6 +69,15 @@ const (
 	// drain. The operation's annotation wins over the node's.
 	AnnotationGitHubIssue = "kubemedic.io/github-issue"
 
+	// TaintUnvalidated on a Node (effect NoSchedule) keeps pods off a node
+	// whose GPUs have not passed an active test yet: a node registers
+	// with it (kubelet --register-with-taints, or the node pool's
+	// template), or a ValidationPolicy with join.taintNewNodes puts it on.
+	// The remediator removes it after a pass.
+	TaintUnvalidated = "kubemedic.io/unvalidated"
+	// LabelValidationPolicy on a test pod names its ValidationPolicy.
+	LabelValidationPolicy = "kubemedic.io/validation-policy"
+
 	// TaintQuarantined is put on a Node (effect NoSchedule) when its
 	// remediation ladder is exhausted or its attempt cap is reached. Only a
 	// human removes it.
