@@ -37,3 +37,16 @@ func ValidationFailedReason(test string) string {
 	}
 	return ReasonTestFailed
 }
+
+// Events of the tests outside of a repair (ValidationPolicy), on the Node.
+const (
+	// EventUnvalidatedTainted: a node that joined without the taint
+	// kubemedic.io/unvalidated got it (join.taintNewNodes).
+	EventUnvalidatedTainted = "UnvalidatedTainted"
+	// EventValidationPreempted: a background test was preempted (or its
+	// pod deleted) before it ended: no result, tried again later.
+	EventValidationPreempted = "ValidationPreempted"
+	// EventValidationPutOff: a background test found the node's GPUs
+	// busy for its whole wait: no result, tried again later.
+	EventValidationPutOff = "ValidationPutOff"
+)

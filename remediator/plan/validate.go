@@ -54,7 +54,7 @@ func (t *transition) validateNow() bool {
 func (t *transition) validating() {
 	op, v := t.in.Op, t.in.Op.Spec.Validate
 	if v == nil {
-		t.passed(nil)
+		t.passed("")
 		return
 	}
 	if t.in.Node == nil {
@@ -78,7 +78,7 @@ func (t *transition) validating() {
 	if st.Result != v1alpha1.ValidationValidating {
 		// Recorded by a pass whose phase change was not written.
 		if st.Result == v1alpha1.ValidationPassed {
-			t.passed(nil)
+			t.passed("")
 		} else {
 			t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonValidationFailed, st.Message)
 		}
@@ -174,30 +174,76 @@ func (t *transition) validatePod(name string) *corev1.Pod {
 
 // judge reads the report of an ended test pod.
 func (t *transition) judge(pod *corev1.Pod) {
+	j := JudgeTestPod(pod)
+	if j.Report != nil {
+		RecordReport(t.Status.Validation, *j.Report)
+	}
+	switch j.Outcome {
+	case TestFailed:
+		// Timed by the kubelet's end of the container, the same in a pass
+		// retried after a failed status write: the GPU history's faults
+		// are written again unchanged, not added twice.
+		t.validationFailed(j.Reason, j.Message, j.At)
+	case TestPassed:
+		t.passed(j.Message)
+	default:
+		t.noAnswer(j.Message)
+	}
+}
+
+// TestOutcome is what an ended test pod says.
+type TestOutcome int
+
+const (
+	// TestNoAnswer: the pod left no usable report, or one that cannot be
+	// trusted; never a pass.
+	TestNoAnswer TestOutcome = iota
+	// TestPassed: the report passes every GPU, from a pod that succeeded.
+	TestPassed
+	// TestFailed: the report fails a GPU.
+	TestFailed
+)
+
+// TestJudgement is the verdict on an ended test pod.
+type TestJudgement struct {
+	Outcome TestOutcome
+	// Report is the pod's report, when it left a usable one.
+	Report *validation.Report
+	// Reason is GPUValidationFailed's reason for a failure.
+	Reason string
+	// Message says what passed or failed, or why there was no answer.
+	Message string
+	// At is when the test ended: the container's finishedAt.
+	At time.Time
+}
+
+// JudgeTestPod reads the report of an ended test pod (Succeeded or
+// Failed): the one rule of the gate, of the join gate and of the
+// background tests.
+func JudgeTestPod(pod *corev1.Pod) TestJudgement {
 	ended := fmt.Sprintf("pod %s/%s %s", pod.Namespace, pod.Name, strings.ToLower(string(pod.Status.Phase)))
 	r, err := ValidationReport(pod)
 	if err != nil {
 		if pod.Status.Phase == corev1.PodFailed {
 			ended += " (" + PodFailure(pod) + ")"
 		}
-		t.noAnswer(ended + "; its report is unusable: " + err.Error())
-		return
+		return TestJudgement{Outcome: TestNoAnswer, Message: ended + "; its report is unusable: " + err.Error(), At: PodFinishedAt(pod)}
 	}
-	t.record(r)
+	j := TestJudgement{Report: &r, At: PodFinishedAt(pod)}
 	switch {
 	case r.Verdict == validation.VerdictFail:
-		// Timed by the kubelet's end of the container, the same in a pass
-		// retried after a failed status write: the GPU history's faults
-		// are written again unchanged, not added twice.
-		t.validationFailed(v1alpha1.ValidationFailedReason(r.Test), fmt.Sprintf("%s failed on %s: %s", r.Test, failingGPUs(r), r.Reason), PodFinishedAt(pod))
+		j.Outcome, j.Reason = TestFailed, v1alpha1.ValidationFailedReason(r.Test)
+		j.Message = fmt.Sprintf("%s failed on %s: %s", r.Test, failingGPUs(r), r.Reason)
 	case r.Verdict == validation.VerdictPass && pod.Status.Phase == corev1.PodSucceeded:
-		t.passed(&r)
+		j.Outcome = TestPassed
+		j.Message = fmt.Sprintf("%s passed on %d GPU(s)%s", r.Test, len(r.GPUs), modelOf(&r))
 	case r.Verdict == validation.VerdictPass:
 		// A pass from a pod that failed is no pass.
-		t.noAnswer(ended + "; its report says Pass, which a failed pod cannot vouch for")
+		j.Message = ended + "; its report says Pass, which a failed pod cannot vouch for"
 	default:
-		t.noAnswer(fmt.Sprintf("%s; %s gave no answer: %s", ended, r.Test, r.Reason))
+		j.Message = fmt.Sprintf("%s; %s gave no answer: %s", ended, r.Test, r.Reason)
 	}
+	return j
 }
 
 // ValidationReport is the kubemedic-validate report a test pod left as its
@@ -218,9 +264,8 @@ func ValidationReport(pod *corev1.Pod) (validation.Report, error) {
 	return validation.Report{}, fmt.Errorf("no container terminated (%s)", pod.Status.Phase)
 }
 
-// record keeps the report's verdicts in the status.
-func (t *transition) record(r validation.Report) {
-	st := t.Status.Validation
+// RecordReport keeps a report's verdicts in a test's status.
+func RecordReport(st *v1alpha1.ValidationStatus, r validation.Report) {
 	st.Test, st.Model = Truncate(r.Test, 64), Truncate(r.Model, 128)
 	st.GPUs = nil
 	for _, g := range r.GPUs {
@@ -277,27 +322,27 @@ func (t *transition) validationFailed(reason, msg string, at time.Time) {
 	t.finish(v1alpha1.PhaseFailed, v1alpha1.ReasonValidationFailed, Truncate(fmt.Sprintf("verified, but %s (%s); the node stays cordoned", msg, t.Status.Validation.Template), maxMessage))
 }
 
-// passed uncordons the node after a test that passed every GPU (r is nil
-// when the pass was recorded before).
-func (t *transition) passed(r *validation.Report) {
+// passed uncordons the node after a test that passed every GPU (msg is
+// the pass's; empty when the pass was recorded before).
+func (t *transition) passed(msg string) {
 	op := t.in.Op
-	msg := "verified"
+	done := "verified"
 	if st := t.Status.Validation; st != nil {
-		if r != nil {
+		if msg != "" {
 			now := metav1.NewTime(t.in.Now)
 			st.Result, st.CompletionTime = v1alpha1.ValidationPassed, &now
-			st.Message = Truncate(fmt.Sprintf("%s passed on %d GPU(s)%s", r.Test, len(r.GPUs), modelOf(r)), maxMessage)
+			st.Message = Truncate(msg, maxMessage)
 			t.cond(v1alpha1.OperationValidated, metav1.ConditionTrue, v1alpha1.ReasonValidationPassed, st.Message)
 			t.emit(corev1.EventTypeNormal, v1alpha1.ReasonValidationPassed, "Validate", st.Message+"; uncordoning")
 			t.Validation = &NodeValidation{Reason: v1alpha1.ReasonValidated, Message: st.Message, At: t.in.Now}
 		}
-		msg = "verified and validated: " + st.Message
+		done = "verified and validated: " + st.Message
 	}
 	t.Effect = EffectUncordon
 	if op.Spec.Trigger != nil {
 		t.Remediated = t.in.Now.Sub(op.Spec.Trigger.LastTransitionTime.Time)
 	}
-	t.finish(v1alpha1.PhaseSucceeded, v1alpha1.ReasonVerified, msg)
+	t.finish(v1alpha1.PhaseSucceeded, v1alpha1.ReasonVerified, done)
 }
 
 // NodeValidation is the node condition GPUValidationFailed that a test's
