@@ -29,6 +29,17 @@ IMAGE_TAG       ?= v0.1.0
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_PUSH      ?= true
 IMAGE_CMDS      := ./cmd/kubemedic-detect ./cmd/kubemedic-remediator ./cmd/kubemedic-alertbridge ./cmd/kubemedic-janitor ./cmd/kubemedic ./cmd/kubemedic-diag ./cmd/kubemedic-validate
+# The GPU tests' images (the validate-* NodeOperationTemplates):
+# kubemedic-validate built once more on each tool's own image, as
+# IMAGE_REPO/kubemedic-validate-<test>. The binary is static, so any base
+# runs it; ko keeps the base's files, PATH and library paths and adds
+# /ko-app/kubemedic-validate. KO_DEFAULTBASEIMAGE overrides .ko.yaml's
+# defaultBaseImage for that one build (kubemedic-validate has no
+# baseImageOverrides entry). Pinned by tag; pin by digest for a release.
+VALIDATE_TESTS            := dcgm nccl nvbandwidth
+VALIDATE_BASE_dcgm        ?= nvcr.io/nvidia/cloud-native/dcgm:4.5.2-1-ubuntu22.04
+VALIDATE_BASE_nccl        ?= ghcr.io/coreweave/nccl-tests:12.8.1-devel-ubuntu22.04-nccl2.27.5-1-0120901
+VALIDATE_BASE_nvbandwidth ?= $(VALIDATE_BASE_dcgm)
 
 GO_TEST_FLAGS ?= -count=1 -timeout=20m
 
@@ -113,7 +124,13 @@ images: $(KO) ## Build multi-arch images of every binary with ko and push them t
 	  --base-import-paths --tags=$(IMAGE_TAG) --platform=$(IMAGE_PLATFORMS) --image-refs=bin/image-refs \
 	  $(if $(filter false,$(IMAGE_PUSH)),--push=false --oci-layout-path=bin/images) \
 	  $(IMAGE_CMDS)
-	@echo "images: built $(IMAGE_REPO)/*:$(IMAGE_TAG) for $(IMAGE_PLATFORMS); references in bin/image-refs"
+	for tb in $(foreach t,$(VALIDATE_TESTS),$(t)=$(VALIDATE_BASE_$(t))); do \
+	  KO_DOCKER_REPO=$(IMAGE_REPO)/kubemedic-validate-$${tb%%=*} KO_DEFAULTBASEIMAGE=$${tb#*=} $(KO) build \
+	    --bare --tags=$(IMAGE_TAG) --platform=$(IMAGE_PLATFORMS) --image-refs=bin/image-refs-validate-$${tb%%=*} \
+	    $(if $(filter false,$(IMAGE_PUSH)),--push=false --oci-layout-path=bin/images) \
+	    ./cmd/kubemedic-validate; \
+	done
+	@echo "images: built $(IMAGE_REPO)/*:$(IMAGE_TAG) for $(IMAGE_PLATFORMS); references in bin/image-refs*"
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(TOOLS_DIR)

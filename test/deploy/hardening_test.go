@@ -163,10 +163,18 @@ func TestImageBuildCoversDeploy(t *testing.T) {
 	require.NotNil(t, m, "the Makefile has no IMAGE_CMDS")
 	require.ElementsMatch(t, cmds, strings.Fields(string(m[1])), "make images builds every binary in cmd/ but the demo")
 
+	// The GPU tests' images are kubemedic-validate built again on each
+	// tool's image: kubemedic-validate-<test> for each of VALIDATE_TESTS.
+	vt := regexp.MustCompile(`(?m)^VALIDATE_TESTS\s*:?=\s*(.+)$`).FindSubmatch(readRepoFile(t, "Makefile"))
+	require.NotNil(t, vt, "the Makefile has no VALIDATE_TESTS")
 	out := render(t, "deploy")
 	for ref, where := range out.images() {
 		name, _, _ := splitImage(ref)
 		if bin, ok := strings.CutPrefix(name, "ghcr.io/kubemedic/"); ok {
+			if test, ok := strings.CutPrefix(bin, "kubemedic-validate-"); ok {
+				require.Contains(t, strings.Fields(string(vt[1])), test, "%s (%v): make images builds no such test image", ref, where)
+				bin = "kubemedic-validate"
+			}
 			require.Contains(t, cmds, "./cmd/"+bin, "%s (%v) is built from no cmd/ directory", ref, where)
 		}
 	}

@@ -574,7 +574,8 @@ func TestInstallFresh(t *testing.T) {
 		require.Empty(t, tpl.Namespace)
 	}
 	require.ElementsMatch(t, []string{"reset-gpu", "reboot", "restart-kubelet", "remount-nfs", "drain-only",
-		"restart-device-plugin", "reapply-mig-config", "restart-containerd", "collect-gpu-diagnostics"}, names)
+		"restart-device-plugin", "reapply-mig-config", "restart-containerd", "collect-gpu-diagnostics",
+		"validate-dcgm", "validate-nccl", "validate-nvbandwidth"}, names)
 
 	var want v1alpha1.NodeOperationTemplate
 	for _, d := range splitDocs(t, templatesDeploy, readRepoFile(t, templatesDeploy)) {
