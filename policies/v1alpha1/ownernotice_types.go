@@ -86,10 +86,19 @@ type OwnerNotice struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	TS string `json:"ts,omitempty"`
-	// Message says why Slack refused it (Failed).
+	// Message says why Slack refused it (Failed), or its result reply
+	// (ResultReply Failed).
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Message string `json:"message,omitempty"`
+	// ResultReply is the reply in this message's thread that tells the
+	// owner the result of the operation's GPU test (spec.validate), in the
+	// same claim → send → record model: owed while empty once the message
+	// is Sent and the operation has ended on the test's verdict, then
+	// Claimed (ClaimedAt and Claimer are then the reply's claim), Sent, or
+	// Failed (Message says why). It is never Pending or Owed.
+	// +optional
+	ResultReply OwnerNoticeState `json:"resultReply,omitempty"`
 }
 
 // OwnerNoticeRecipient is a notify.Recipient: a Slack user ID, else an

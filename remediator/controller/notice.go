@@ -147,18 +147,19 @@ func (o *ownerNotifier) stopped(ctx context.Context, status *v1alpha1.NodeOperat
 	}
 }
 
-// owe queues op for the sender when one of its notices can be claimed
-// now, and returns when to look at it again for its notices: after a
-// claim expires, sooner when the queue was full; zero when nothing is
-// owed. The status decides what is owed, so a queue that was full, a
-// send that failed or a claimer that crashed is made up by a later pass.
+// owe queues op for the sender when one of its notices, or the result
+// reply of one, can be claimed now, and returns when to look at it again
+// for its notices: after a claim expires, sooner when the queue was full;
+// zero when nothing is owed. The status decides what is owed, so a queue
+// that was full, a send that failed or a claimer that crashed is made up
+// by a later pass.
 // Safe to call on a nil ownerNotifier.
 func (o *ownerNotifier) owe(op *v1alpha1.NodeOperation, now time.Time) time.Duration {
 	if o == nil {
 		return 0
 	}
-	idx, next := claimable(op.Status.OwnerNotices, now)
-	if len(idx) > 0 {
+	owed, next := owedNow(op, now)
+	if owed {
 		if !o.sender.enqueue(op.Name) {
 			return noticeRequeue
 		}

@@ -202,3 +202,72 @@ func ptrTime(t time.Time) *metav1.Time {
 	mt := metav1.NewTime(t)
 	return &mt
 }
+
+// The result of the operation's GPU test (spec.validate) goes to each
+// owner who was told of the drain, as one reply in the thread of the
+// message about their pod, in the same claim → send → record model kept
+// in the notice's resultReply: owed (empty) once the notice is Sent and
+// the operation has ended on the test's verdict, Claimed, then Sent or
+// Failed. The owners of pods whose message was refused, or never left
+// (Pending), are not told: they have no thread. A reply is repeated at
+// worst, as a message is, never lost. It is a reply, not a chat.update
+// of the message, so that the owner is notified of it.
+
+// gateVerdict is how the operation's GPU test ended the operation: passed
+// (Succeeded after a pass) or failed (Failed on a failure or no answer
+// twice); ok is false while the operation runs, for an operation without
+// a test, and for one that ended before its test gave a verdict.
+func gateVerdict(op *v1alpha1.NodeOperation) (passed, ok bool) {
+	v := op.Status.Validation
+	if op.Spec.Validate == nil || v == nil {
+		return false, false
+	}
+	switch {
+	case op.Status.Phase == v1alpha1.PhaseSucceeded && v.Result == v1alpha1.ValidationPassed:
+		return true, true
+	case op.Status.Phase == v1alpha1.PhaseFailed && v.Result == v1alpha1.ValidationFailed:
+		return false, true
+	}
+	return false, false
+}
+
+// resultsClaimable returns the indexes of the notices whose result reply
+// anyone may claim now, in order: owed (the notice is Sent into a thread,
+// the operation ended on its test's verdict, and no reply was claimed),
+// or Claimed longer than noticeClaimTimeout ago. next is when the
+// earliest reply claim held now expires, zero when none is held.
+func resultsClaimable(op *v1alpha1.NodeOperation, now time.Time) (idx []int, next time.Time) {
+	if _, ok := gateVerdict(op); !ok {
+		return nil, time.Time{}
+	}
+	for i, n := range op.Status.OwnerNotices {
+		if n.State != v1alpha1.OwnerNoticeSent || n.Channel == "" || n.TS == "" {
+			continue
+		}
+		switch n.ResultReply {
+		case "":
+			idx = append(idx, i)
+		case v1alpha1.OwnerNoticeClaimed:
+			expires := timeOf(n.ClaimedAt).Add(noticeClaimTimeout)
+			if !now.Before(expires) {
+				idx = append(idx, i)
+			} else if next.IsZero() || expires.Before(next) {
+				next = expires
+			}
+		}
+	}
+	return idx, next
+}
+
+// owedNow combines claimable and resultsClaimable: whether anything of
+// the operation's may be claimed now, and when the earliest claim held
+// expires (zero: none).
+func owedNow(op *v1alpha1.NodeOperation, now time.Time) (any bool, next time.Time) {
+	idx, n1 := claimable(op.Status.OwnerNotices, now)
+	ridx, n2 := resultsClaimable(op, now)
+	next = n1
+	if next.IsZero() || (!n2.IsZero() && n2.Before(next)) {
+		next = n2
+	}
+	return len(idx)+len(ridx) > 0, next
+}

@@ -149,6 +149,48 @@ func TestOwnerNoticesNothingLost(t *testing.T) {
 		f.laterPassesSendNothing(t)
 	})
 
+	t.Run("the GPU test's result: one reply in each told owner's thread, repeated at worst after a lost answer", func(t *testing.T) {
+		f := newDrainFixture(t, env, ns, "gate", 2, func(op *v1alpha1.NodeOperation) {
+			op.Spec.Validate = &v1alpha1.ValidateSpec{Operation: "validate-dcgm-diag"}
+		})
+		f.r.Retention = time.Hour // kept, as a finished operation is
+		s := f.sender("remediator-a", 16, f.c)
+		f.r.owners = f.owners(s)
+		stop := runSender(t, s)
+		defer stop()
+		f.drain()
+		f.waitStates(t, "p0=Sent", "p1=Sent")
+		require.Empty(t, f.replies(), "nothing to say before the test ends")
+		require.Zero(t, f.r.owners.owe(f.get(), f.clock.Now()), "nothing owed while the test runs")
+
+		// The test fails GPU 3; Slack's answer to the first reply is lost.
+		f.slack.FailNext(notifytest.MethodPostMessage, notifytest.LostAnswer())
+		f.endGate()
+		f.reconcile()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			require.Equal(c, []string{"p0=Sent", "p1=Sent"}, replyStates(f.notices()))
+		}, 30*time.Second, 50*time.Millisecond)
+		require.Equal(t, map[string]int{"p0": 2, "p1": 1}, f.replies(), "posted, its answer lost, posted again; the other once")
+		require.Equal(t, map[string]int{"p0": 1, "p1": 1}, f.told(), "the messages about the drain are not repeated")
+		roots := map[string]notifytest.Posted{}
+		for _, m := range f.slack.Messages() {
+			if m.ThreadTS == "" {
+				roots[m.TS] = m
+			}
+		}
+		for _, m := range f.slack.Messages() {
+			if m.ThreadTS == "" {
+				continue
+			}
+			root, ok := roots[m.ThreadTS]
+			require.True(t, ok, "a reply in the thread of a message about the drain: %+v", m)
+			require.Equal(t, root.Channel, m.Channel)
+			require.Contains(t, m.Text, "node gpu-gate failed its GPU test, dcgm (template validate-dcgm-diag), after the repair and stays cordoned. Failed: dcgm failed on GPU GPU-3 (memory)")
+			require.Contains(t, string(m.Blocks), "`GPU-3`")
+		}
+		f.laterPassesSendNothing(t)
+	})
+
 	t.Run("Slack refuses a message for good: recorded Failed, not sent again", func(t *testing.T) {
 		f := newDrainFixture(t, env, ns, "refused", 2)
 		f.slack.FailNext(notifytest.MethodPostMessage, notifytest.SlackError("msg_too_long"))
@@ -180,7 +222,7 @@ type drainFixture struct {
 	pods  []*corev1.Pod
 }
 
-func newDrainFixture(t *testing.T, env *localcluster.Cluster, ns, name string, pods int) *drainFixture {
+func newDrainFixture(t *testing.T, env *localcluster.Cluster, ns, name string, pods int, edit ...func(*v1alpha1.NodeOperation)) *drainFixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &drainFixture{t: t, c: env.Client, slack: notifytest.New(t), clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)),
@@ -198,9 +240,13 @@ func newDrainFixture(t *testing.T, env *localcluster.Cluster, ns, name string, p
 		require.NoError(t, err)
 		f.pods = append(f.pods, p)
 	}
-	require.NoError(t, f.c.Create(ctx, &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: name},
+	op := &v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1alpha1.NodeOperationSpec{NodeName: node, Reason: "planned work",
-			StepAction: v1alpha1.StepAction{Operation: "drain-only", Drain: &v1alpha1.DrainSpec{Timeout: &metav1.Duration{Duration: 10 * time.Minute}}}}}))
+			StepAction: v1alpha1.StepAction{Operation: "drain-only", Drain: &v1alpha1.DrainSpec{Timeout: &metav1.Duration{Duration: 10 * time.Minute}}}}}
+	for _, e := range edit {
+		e(op)
+	}
+	require.NoError(t, f.c.Create(ctx, op))
 	evictor, err := evict.NewEvictor(env.Config, env.Scheme)
 	require.NoError(t, err)
 	f.r = testReconciler(f.c, f.c, ns, events.NewFakeRecorder(1000))
@@ -279,7 +325,45 @@ func (f *drainFixture) waitStates(t *testing.T, want ...string) {
 	}, 30*time.Second, 50*time.Millisecond)
 }
 
-var toldPod = regexp.MustCompile(`^Your pod ([^ ]+)/([^ ]+) on node`)
+var (
+	toldPod    = regexp.MustCompile(`^Your pod ([^ ]+)/([^ ]+) on node`)
+	repliedPod = regexp.MustCompile(`^Update on your pod ([^ ]+)/([^ ]+): node`)
+)
+
+// replies counts the GPU test results Slack holds about each of the
+// fixture's pods.
+func (f *drainFixture) replies() map[string]int {
+	out := map[string]int{}
+	for _, m := range f.slack.Messages() {
+		if g := repliedPod.FindStringSubmatch(m.Text); g != nil && g[1] == f.team {
+			out[g[2]]++
+		}
+	}
+	return out
+}
+
+// endGate ends the operation as its GPU test's failure on GPU-3 does
+// (plan.Advance decides that; here only the record counts).
+func (f *drainFixture) endGate() {
+	f.t.Helper()
+	op := f.get()
+	orig := op.DeepCopy()
+	end := metav1.NewTime(f.clock.Now())
+	op.Status.Phase, op.Status.CompletionTime = v1alpha1.PhaseFailed, &end
+	op.Status.Validation = &v1alpha1.ValidationStatus{Result: v1alpha1.ValidationFailed, Template: "validate-dcgm-diag", Attempt: 1, Test: "dcgm",
+		CompletionTime: &end, Message: "dcgm failed on GPU GPU-3 (memory): memory test failed",
+		GPUs: []v1alpha1.ValidationGPU{{UUID: "GPU-0", Verdict: "Pass"}, {UUID: "GPU-3", Verdict: "Fail", Failed: []string{"memory"}}}}
+	require.NoError(f.t, f.c.Status().Patch(context.Background(), op, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})))
+}
+
+// replyStates lists "name=ResultReply" for each notice, in order.
+func replyStates(notices []v1alpha1.OwnerNotice) []string {
+	var out []string
+	for _, n := range notices {
+		out = append(out, n.Name+"="+string(n.ResultReply))
+	}
+	return out
+}
 
 // told counts the messages Slack holds about each of the fixture's pods.
 func (f *drainFixture) told() map[string]int {
@@ -296,22 +380,14 @@ func (f *drainFixture) told() map[string]int {
 // send nothing more.
 func (f *drainFixture) laterPassesSendNothing(t *testing.T) {
 	t.Helper()
-	before := f.told()
+	before, all := f.told(), len(f.slack.Messages())
 	for range 2 {
 		f.clock.Step(noticeClaimTimeout + time.Second)
 		f.reconcile()
 		require.Zero(t, f.r.owners.owe(f.get(), f.clock.Now()), "nothing owed")
 	}
-	require.Never(t, func() bool { return len(f.slack.Messages()) > sum(before) }, time.Second, 50*time.Millisecond)
+	require.Never(t, func() bool { return len(f.slack.Messages()) > all }, time.Second, 50*time.Millisecond)
 	require.Equal(t, before, f.told())
-}
-
-func sum(m map[string]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
 }
 
 func hasState(notices []v1alpha1.OwnerNotice, s v1alpha1.OwnerNoticeState) bool {

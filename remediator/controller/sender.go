@@ -135,19 +135,23 @@ func (s *sender) Start(ctx context.Context) error {
 // that becomes leader finds what is owed in the operations' status.
 func (s *sender) NeedLeaderElection() bool { return true }
 
-// sendOwed claims, sends and records the operation's claimable notices one
-// by one: each status write records the notice just sent (or refused) and
-// claims the next, with an optimistic lock, on the operation as read from
-// the API server. It returns when nothing is left to claim, when Slack
-// fails in a way worth retrying (the claim expires and a later pass
-// queues the operation again), or when the status cannot be written.
+// sendOwed claims, sends and records the operation's claimable notices
+// one by one, then the result replies owed (owed.go): each status write
+// records the notice just sent (or refused) and claims the next, with an
+// optimistic lock, on the operation as read from the API server. It
+// returns when nothing is left to claim, when Slack fails in a way worth
+// retrying (the claim expires and a later pass queues the operation
+// again), or when the status cannot be written.
 func (s *sender) sendOwed(ctx context.Context, name string) {
 	logger := s.log.WithValues("nodeOperation", name)
 	var (
 		done     *v1alpha1.OwnerNotice // sent or refused, not yet recorded
 		node     *corev1.Node
 		nodeRead bool
-		backoff  = recordBackoff
+		// policy says what the ladder does after a failed GPU test.
+		policy     *v1alpha1.RemediationPolicy
+		policyRead bool
+		backoff    = recordBackoff
 		// conflicts in a row: the reconciler writes the same status.
 		conflicts int
 	)
@@ -179,6 +183,11 @@ func (s *sender) sendOwed(ctx context.Context, name string) {
 		if idx, _ := claimable(op.Status.OwnerNotices, now); len(idx) > 0 {
 			n := &op.Status.OwnerNotices[idx[0]]
 			n.State, n.ClaimedAt, n.Claimer = v1alpha1.OwnerNoticeClaimed, ptrTime(now), s.claimer
+			c := *n
+			next = &c
+		} else if idx, _ := resultsClaimable(op, now); len(idx) > 0 {
+			n := &op.Status.OwnerNotices[idx[0]]
+			n.ResultReply, n.ClaimedAt, n.Claimer = v1alpha1.OwnerNoticeClaimed, ptrTime(now), s.claimer
 			c := *n
 			next = &c
 		}
@@ -215,7 +224,15 @@ func (s *sender) sendOwed(ctx context.Context, name string) {
 		if !nodeRead {
 			node, nodeRead = s.node(ctx, op.Spec.NodeName), true
 		}
-		if done = s.send(ctx, op, node, *next); done == nil {
+		if next.State == v1alpha1.OwnerNoticeClaimed {
+			done = s.send(ctx, op, node, *next)
+		} else {
+			if !policyRead {
+				policy, policyRead = s.policy(ctx, op), true
+			}
+			done = s.sendResult(ctx, op, node, policy, *next)
+		}
+		if done == nil {
 			return
 		}
 	}
@@ -281,6 +298,57 @@ func (s *sender) send(parent context.Context, op *v1alpha1.NodeOperation, node *
 	}
 	s.log.Info("Told a pod's owner on Slack that a drain stopped the pod", kv...)
 	n.State, n.SentAt, n.Channel, n.TS = v1alpha1.OwnerNoticeSent, ptrTime(s.clock.Now()), clip(th.Channel, 64), clip(th.TS, 64)
+	return &n
+}
+
+// policy reads the operation's RemediationPolicy for what its ladder does
+// after a failed GPU test; nil when the operation has none, its test
+// passed, or the policy cannot be read (the reply then says less).
+func (s *sender) policy(ctx context.Context, op *v1alpha1.NodeOperation) *v1alpha1.RemediationPolicy {
+	if passed, _ := gateVerdict(op); passed || op.Spec.Policy == "" {
+		return nil
+	}
+	p := &v1alpha1.RemediationPolicy{}
+	if err := s.reader.Get(ctx, client.ObjectKey{Name: op.Spec.Policy}, p); err != nil {
+		if !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			s.log.Error(err, "Reading the operation's policy for its next step failed; the GPU test's result goes without it", "policy", op.Spec.Policy)
+		}
+		return nil
+	}
+	return p
+}
+
+// sendResult replies in the thread of the notice n, whose result reply is
+// claimed, with the operation's GPU test result, and returns n as it must
+// be recorded: ResultReply Sent, or Failed when Slack refused it for good;
+// nil when Slack failed in a way worth retrying, leaving the claim to
+// expire.
+func (s *sender) sendResult(parent context.Context, op *v1alpha1.NodeOperation, node *corev1.Node, policy *v1alpha1.RemediationPolicy, n v1alpha1.OwnerNotice) *v1alpha1.OwnerNotice {
+	ctx, cancel := context.WithTimeout(parent, s.timeout)
+	defer cancel()
+	to := notify.Recipient{UserID: n.Recipient.UserID, Email: n.Recipient.Email, Channel: n.Recipient.Channel, Source: n.Recipient.Source}
+	msg := resultMessage(op, n, policy, issueURL(op, node))
+	pod := n.Namespace + "/" + n.Name
+	kv := []any{"nodeOperation", op.Name, "pod", pod, "podUID", n.UID, "channel", n.Channel, "thread", n.TS}
+	s.log.V(1).Info("Replying to a pod's owner with the GPU test's result", kv...)
+	_, err := s.notifier.Post(ctx, to, &notify.Thread{Channel: n.Channel, TS: n.TS}, msg)
+	if err != nil && parent.Err() != nil {
+		s.log.V(1).Info("GPU test result not sent to a pod's owner: stopping", append(kv, "error", err.Error())...)
+		return nil
+	}
+	if err != nil {
+		s.results.WithLabelValues(notificationFailed).Inc()
+		if notify.IsPermanent(err) {
+			s.log.Error(err, "Slack refused the GPU test's result for a pod's owner; it is not sent again", kv...)
+			n.ResultReply, n.Message = v1alpha1.OwnerNoticeFailed, clip("result reply: "+err.Error(), 512)
+			return &n
+		}
+		s.log.Error(err, "GPU test result for a pod's owner failed; sent again once its claim expires", append(kv, "claimTimeout", noticeClaimTimeout)...)
+		return nil
+	}
+	s.results.WithLabelValues(notificationSent).Inc()
+	s.log.Info("Told a pod's owner on Slack the result of the GPU test after the drain", kv...)
+	n.ResultReply = v1alpha1.OwnerNoticeSent
 	return &n
 }
 

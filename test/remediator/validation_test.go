@@ -20,6 +20,8 @@ import (
 
 	"github.com/kubemedic/kubemedic/internal/gpuwire"
 	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/internal/notify"
+	"github.com/kubemedic/kubemedic/internal/notify/notifytest"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 	"github.com/kubemedic/kubemedic/remediator/validation"
@@ -30,9 +32,9 @@ import (
 // its pods, ending each with a kubemedic-validate report.
 const opValidate = "test-validate"
 
-// gatePolicy resets a GPU on an Xid and, when the GPU test fails after the
-// reset, resets again on GPUValidationFailed, then quarantines; each
-// reset is tested before the uncordon.
+// gatePolicy resets a GPU on an Xid, after a drain, and, when the GPU
+// test fails after the reset, resets again on GPUValidationFailed, then
+// quarantines; each reset is tested before the uncordon.
 func gatePolicy(nodes ...string) *v1alpha1.RemediationPolicy {
 	all := intstr.FromString("100%")
 	two := intstr.FromInt32(2)
@@ -41,6 +43,8 @@ func gatePolicy(nodes ...string) *v1alpha1.RemediationPolicy {
 			Validate: &v1alpha1.ValidateSpec{Operation: opValidate, Timeout: dur(30 * time.Second)}},
 			HealthyFor: dur(time.Second), RecoveryTimeout: dur(30 * time.Second)}
 	}
+	reset := step("reset")
+	reset.Drain = &v1alpha1.DrainSpec{Timeout: dur(time.Minute)}
 	return &v1alpha1.RemediationPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu-xid-validated"},
 		Spec: v1alpha1.RemediationPolicySpec{
@@ -50,7 +54,7 @@ func gatePolicy(nodes ...string) *v1alpha1.RemediationPolicy {
 				{Type: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonXidResetRequired, For: dur(time.Second)},
 				{Type: v1alpha1.ConditionGPUValidationFailed, Status: corev1.ConditionTrue, For: dur(time.Second)},
 			},
-			Steps:  []v1alpha1.RemediationStep{step("reset"), step("reset-again"), {Name: "hold", StepAction: v1alpha1.StepAction{Quarantine: true}}},
+			Steps:  []v1alpha1.RemediationStep{reset, step("reset-again"), {Name: "hold", StepAction: v1alpha1.StepAction{Quarantine: true}}},
 			Safety: v1alpha1.Safety{MaxUnhealthy: &all, MaxConcurrent: &two, NodeCooldown: dur(time.Hour)},
 		},
 	}
@@ -125,8 +129,10 @@ func waitOp(t *testing.T, env *localcluster.Cluster, node, step string, phase v1
 // before the uncordon, by the real kubemedic-validate on DCGM's real output
 // (playTest). The test fails one GPU: the node stays cordoned,
 // the step fails ValidationFailed, GPUValidationFailed is set with the
-// test as reason and the GPU joins the node's GPU history, and the
-// ladder's next step runs. Its first test gives no answer and is retried
+// test as reason and the GPU joins the node's GPU history, the owner of
+// the pod the reset drained gets the result in the thread of the message
+// about the drain (the GPU, the next step), and the ladder's next step
+// runs. Its first test gives no answer and is retried
 // with a new pod once the first is gone; the retry passes, the node is
 // uncordoned and GPUValidationFailed cleared. The test pods ask for every
 // GPU of the node, bound to it past its cordon.
@@ -138,7 +144,14 @@ func TestValidationGate(t *testing.T) {
 			Args: []string{"dcgm"}, Privileged: true}}))
 	node := gpuNodes(t, env, "gate", 1)[0]
 	createPolicy(t, env, gatePolicy(node))
+	slack := notifytest.New(t)
+	const aliceID = "U0ALICE001"
+	slack.AddUser(aliceID, "alice@example.com")
+	train, err := env.CreatePod(ctx, localcluster.PodSpec{Namespace: "team-g", Name: "train-0", NodeName: node, GPUs: 1,
+		Annotations: map[string]string{notify.AnnotationOwner: aliceID}})
+	require.NoError(t, err)
 	rem := newRemediator(t, env)
+	rem.opts.Notifier = notify.NewSlack(notifytest.Token, notify.SlackOptions{APIURL: slack.URL()})
 	rem.start()
 
 	setCondition(t, env, node, v1alpha1.ConditionGPUXidError, corev1.ConditionTrue, v1alpha1.DetectReason,
@@ -182,6 +195,22 @@ func TestValidationGate(t *testing.T) {
 	}
 	require.Equal(t, 1, faults, "the failing GPU is in the node's GPU history, once: %+v", h.Entries)
 	require.Contains(t, eventReasons(t, env, "NodeOperation", op.Name), v1alpha1.ReasonValidationFailed)
+	// The drained pod's owner: told of the drain, then of the result, in
+	// its thread.
+	msgs := slack.WaitMessages(t, 2, 30*time.Second)
+	require.Contains(t, msgs[0].Text, "Your pod team-g/"+train.Name+" on node "+node+" was stopped")
+	require.Empty(t, msgs[0].ThreadTS)
+	require.Equal(t, msgs[0].TS, msgs[1].ThreadTS, "a reply in the drain message's thread")
+	require.Equal(t, msgs[0].Channel, msgs[1].Channel)
+	for _, want := range []string{
+		"Update on your pod team-g/" + train.Name + ": node " + node + " failed its GPU test, dcgm (template " + opValidate + "), after the repair and stays cordoned.",
+		"Failed: dcgm failed on GPU " + localcluster.GPUUUID(node, 3),
+		"Policy gpu-xid-validated takes its next step, reset-again, on GPUValidationFailed.",
+		"To stop it, label the node kubemedic.io/remediation=disabled.",
+	} {
+		require.Contains(t, msgs[1].Text, want)
+	}
+	require.Contains(t, string(msgs[1].Blocks), "`"+localcluster.GPUUUID(node, 3)+"`", "the failing GPU named")
 
 	// The ladder goes on: the next step, on GPUValidationFailed.
 	next := waitOp(t, env, node, "reset-again", v1alpha1.PhaseValidating)
@@ -218,4 +247,14 @@ func TestValidationGate(t *testing.T) {
 	require.Equal(t, 1.0, rem.metric("kubemedic_remediation_validations_total", map[string]string{"policy": "gpu-xid-validated", "test": "dcgm", "result": "Failed"}))
 	require.Equal(t, 1.0, rem.metric("kubemedic_remediation_validations_total", map[string]string{"policy": "gpu-xid-validated", "test": "dcgm", "result": "Passed"}))
 	require.Len(t, opsOnNode(t, env, node), 2, "no quarantine: %s", fmt.Sprint(describeOps(env)))
+	require.Len(t, slack.Messages(), 2, "reset-again drained nobody: no one else to tell")
+	require.Equal(t, []string{train.Name + "=Sent"}, resultReplies(getOp(t, env, op.Name)), "the result reply recorded")
+}
+
+func resultReplies(op *v1alpha1.NodeOperation) []string {
+	var out []string
+	for _, n := range op.Status.OwnerNotices {
+		out = append(out, n.Name+"="+string(n.ResultReply))
+	}
+	return out
 }
