@@ -78,6 +78,17 @@ func stripPod(obj any) (any, error) {
 	if _, ok := pod.Labels[v1alpha1.LabelOperation]; ok {
 		out.Status.ContainerStatuses = pod.Status.ContainerStatuses
 	}
+	if _, ok := pod.Labels[v1alpha1.LabelValidationPolicy]; ok {
+		// A ValidationPolicy's test pod: its report, when it started on
+		// the node, and whether it was preempted (DisruptionTarget).
+		out.Status.ContainerStatuses = pod.Status.ContainerStatuses
+		out.Status.StartTime = pod.Status.StartTime
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.DisruptionTarget {
+				out.Status.Conditions = append(out.Status.Conditions, c)
+			}
+		}
+	}
 	return out, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -124,6 +125,15 @@ func validationFaults(before v1alpha1.NodeOperationPhase, st v1alpha1.NodeOperat
 	if before != v1alpha1.PhaseValidating || st.Phase != v1alpha1.PhaseFailed || v == nil || v.CompletionTime == nil {
 		return nil
 	}
+	return testFaults(v)
+}
+
+// testFaults are a failed test's faults for the GPU history, one per GPU
+// it failed, timed at the test's end.
+func testFaults(v *v1alpha1.ValidationStatus) []gpuwire.Entry {
+	if v == nil || v.CompletionTime == nil {
+		return nil
+	}
 	var out []gpuwire.Entry
 	for _, uuid := range plan.FailingGPUs(v) {
 		out = append(out, gpuwire.Entry{Time: v.CompletionTime.Time, UUID: gpuwire.NormalizeUUID(uuid),
@@ -143,16 +153,23 @@ func (r *OperationReconciler) recordHistory(ctx context.Context, before v1alpha1
 		entries = append(entries, e)
 	}
 	entries = append(entries, validationFaults(before, st)...)
+	return addGPUHistory(ctx, r.Client, r.Reader, r.Clock.Now(), op.Spec.NodeName, entries)
+}
+
+// addGPUHistory adds entries to the node's GPU history annotation, each
+// once. An annotation that does not parse is left alone and the failure
+// logged: evidence is never overwritten. A node that is gone has none.
+func addGPUHistory(ctx context.Context, c client.Client, reader client.Reader, now time.Time, node string, entries []gpuwire.Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n := &corev1.Node{}
-		if err := r.Reader.Get(ctx, types.NamespacedName{Name: op.Spec.NodeName}, n); err != nil {
+		if err := reader.Get(ctx, types.NamespacedName{Name: node}, n); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
-			return fmt.Errorf("get node %s for its GPU history: %w", op.Spec.NodeName, err)
+			return fmt.Errorf("get node %s for its GPU history: %w", node, err)
 		}
 		h, err := gpuwire.Parse(n.Annotations[gpuwire.Annotation])
 		if err != nil {
@@ -162,7 +179,7 @@ func (r *OperationReconciler) recordHistory(ctx context.Context, before v1alpha1
 		added := false
 		for _, e := range entries {
 			if !gpuhistory.Has(h, e) {
-				h, added = gpuhistory.Add(h, e, r.Clock.Now()), true
+				h, added = gpuhistory.Add(h, e, now), true
 			}
 		}
 		if !added {
@@ -176,7 +193,7 @@ func (r *OperationReconciler) recordHistory(ctx context.Context, before v1alpha1
 			"resourceVersion": n.ResourceVersion,
 			"annotations":     map[string]string{gpuwire.Annotation: enc},
 		}})
-		if err := r.Client.Patch(ctx, n, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if err := c.Patch(ctx, n, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return fmt.Errorf("record the GPU history of node %s: %w", n.Name, err)
 		}
 		return nil

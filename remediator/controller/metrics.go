@@ -26,7 +26,10 @@ type Metrics struct {
 	// ended.
 	validations       *prometheus.CounterVec
 	validationSeconds *prometheus.HistogramVec
-	ruleChecks        *prometheus.CounterVec
+	// nodeValidations: the tests of ValidationPolicies (join, background)
+	// that ended, with or without a result.
+	nodeValidations *prometheus.CounterVec
+	ruleChecks      *prometheus.CounterVec
 	// conflicts counts the reconciles that lost an optimistic-concurrency
 	// race and were requeued quietly (ctrlmgr.QuietConflicts), by
 	// controller.
@@ -77,6 +80,10 @@ func NewMetrics(reader client.Reader) *Metrics {
 			Help:    "From the last attempt's test pod's creation to the gate's verdict, by policy and result.",
 			Buckets: []float64{10, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600},
 		}, []string{"policy", "result"}),
+		nodeValidations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubemedic_validation_tests_total",
+			Help: "Active GPU tests of ValidationPolicies that ended, by policy, mode (Join: a node with the taint kubemedic.io/unvalidated; Background: an idle node) and result: Passed, Failed (a GPU failed, or no answer twice; GPUValidationFailed is set), Preempted (the pod was preempted or deleted before it ended: no result) or PutOff (the GPUs were busy for the whole wait: no result).",
+		}, []string{"policy", "mode", "result"}),
 		ruleChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubemedic_remediation_gpu_exclusion_checks_total",
 			Help: "Checks of kubemedic's DeviceTaintRules against the devices their nodes publish, by verdict: Keep (selects its GPU, or no device), Move (the GPU has another device name now; the rule follows it), Release (the device is another GPU now, or the node is gone; the rule is deleted), Unknown (nothing published yet, or ambiguous; the rule stays), Error (the check or its write failed; a write that conflicted is counted in kubemedic_remediation_conflicts_total instead, and checked again next time).",
@@ -109,7 +116,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		m.ruleChecks.WithLabelValues(v.String())
 	}
 	m.ruleChecks.WithLabelValues(ruleCheckError)
-	for _, c := range append([]prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.validations, m.validationSeconds, m.ruleChecks, m.conflicts, m.objects}, m.stack.Collectors()...) {
+	for _, c := range append([]prometheus.Collector{m.breakerOpen, m.blocked, m.timeToRemediate, m.notifications, m.captures, m.validations, m.validationSeconds, m.nodeValidations, m.ruleChecks, m.conflicts, m.objects}, m.stack.Collectors()...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -176,6 +176,25 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Complete(ctrlmgr.QuietConflicts("nodeoperation", or, m.conflicts)); err != nil {
 		return fmt.Errorf("set up the operation controller: %w", err)
 	}
+	vr := &ValidationPolicyReconciler{Client: c, Reader: mgr.GetAPIReader(), Recorder: recorder, Clock: opts.Clock, Metrics: m, Nodes: nodes, Namespace: opts.Namespace}
+	allValidation := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		return validationPolicyRequests(ctx, c)
+	})
+	testPodPolicy := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		if name := o.GetLabels()[v1alpha1.LabelValidationPolicy]; name != "" && o.GetNamespace() == opts.Namespace {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+		}
+		return nil
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("validationpolicy").
+		For(&v1alpha1.ValidationPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, allValidation, builder.WithPredicates(nodeChanged())).
+		Watches(&corev1.Pod{}, testPodPolicy).
+		Watches(&v1alpha1.NodeOperationTemplate{}, allValidation).
+		Complete(ctrlmgr.QuietConflicts("validationpolicy", vr, m.conflicts)); err != nil {
+		return fmt.Errorf("set up the validation policy controller: %w", err)
+	}
 	if opts.StackHealth != nil {
 		sh := *opts.StackHealth
 		if sh.Clock == nil {
@@ -237,6 +256,20 @@ func policyRequests(ctx context.Context, c client.Reader) []reconcile.Request {
 
 // waitingRequests are the operations that wait for admission: any finished
 // or started operation, or a policy's status, may let them through.
+// validationPolicyRequests enqueues every ValidationPolicy.
+func validationPolicyRequests(ctx context.Context, c client.Reader) []reconcile.Request {
+	var l v1alpha1.ValidationPolicyList
+	if err := c.List(ctx, &l); err != nil {
+		log.FromContext(ctx).Error(err, "List ValidationPolicies to enqueue")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(l.Items))
+	for _, p := range l.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
+	}
+	return out
+}
+
 func waitingRequests(ctx context.Context, c client.Reader) []reconcile.Request {
 	var list v1alpha1.NodeOperationList
 	if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {

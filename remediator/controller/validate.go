@@ -97,29 +97,34 @@ func (r *OperationReconciler) deleteOtherValidationPods(ctx context.Context, st 
 	return nil
 }
 
-// setValidationCondition writes the node's GPUValidationFailed condition,
-// keeping its transition time when the status does not change. A node that
-// is gone has no condition to write.
+// setValidationCondition writes the node's GPUValidationFailed condition.
 func (r *OperationReconciler) setValidationCondition(ctx context.Context, nodeName string, v *plan.NodeValidation) error {
+	return writeValidationCondition(ctx, r.Client, r.Reader, nodeName, v)
+}
+
+// writeValidationCondition writes the node's GPUValidationFailed
+// condition, keeping its transition time when the status does not change.
+// A node that is gone has no condition to write.
+func writeValidationCondition(ctx context.Context, c client.Client, reader client.Reader, nodeName string, v *plan.NodeValidation) error {
 	n := &corev1.Node{}
-	if err := r.Reader.Get(ctx, client.ObjectKey{Name: nodeName}, n); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Name: nodeName}, n); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("get node %s for its %s condition: %w", nodeName, v1alpha1.ConditionGPUValidationFailed, err)
 	}
-	c, write := validationCondition(n, v)
+	cond, write := validationCondition(n, v)
 	if !write {
 		return nil
 	}
 	// A strategic merge on conditions, keyed by type: the kubelet's and
 	// the detectors' conditions are left alone.
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{c}}})
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{cond}}})
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Status().Patch(ctx, n, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
-		return fmt.Errorf("set %s=%s on node %s: %w", c.Type, c.Status, nodeName, err)
+	if err := c.Status().Patch(ctx, n, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+		return fmt.Errorf("set %s=%s on node %s: %w", cond.Type, cond.Status, nodeName, err)
 	}
 	return nil
 }
