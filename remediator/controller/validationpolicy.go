@@ -323,8 +323,8 @@ func (r *ValidationPolicyReconciler) setUnvalidatedTaint(ctx context.Context, na
 func buildNodeTestPod(pol *v1alpha1.ValidationPolicy, tpl *v1alpha1.NodeOperationTemplate, rec *v1alpha1.NodeValidation, node *corev1.Node, tp *plan.TestPod, ns string) *corev1.Pod {
 	op := &v1alpha1.NodeOperation{
 		ObjectMeta: metav1.ObjectMeta{Name: rec.Name, UID: rec.UID},
-		Spec: v1alpha1.NodeOperationSpec{NodeName: node.Name, Policy: pol.Name, Step: strings.ToLower(string(tp.Mode))},
-		Status: v1alpha1.NodeOperationStatus{Validation: &v1alpha1.ValidationStatus{PodName: tp.Name}},
+		Spec:       v1alpha1.NodeOperationSpec{NodeName: node.Name, Policy: pol.Name, Step: strings.ToLower(string(tp.Mode))},
+		Status:     v1alpha1.NodeOperationStatus{Validation: &v1alpha1.ValidationStatus{PodName: tp.Name}},
 	}
 	pod := buildValidationPod(op, tpl, ns, node)
 	delete(pod.Labels, v1alpha1.LabelOperation)

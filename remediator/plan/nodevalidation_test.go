@@ -243,7 +243,7 @@ func TestPlanValidations(t *testing.T) {
 			want:   want{addTaint: []string{"new"}, event: v1alpha1.EventUnvalidatedTainted, status: v1alpha1.ValidationPolicyStatus{Matched: 2}},
 		},
 		{
-			desc: "background: the budget goes to the nodes tested longest ago, never-tested first; the rest are due",
+			desc:  "background: the budget goes to the nodes tested longest ago, never-tested first; the rest are due",
 			nodes: []*corev1.Node{vnode("a"), vnode("b"), vnode("c"), vnode("d")},
 			recs: []*v1alpha1.NodeValidation{
 				nvRecord("a", lastResult(v1alpha1.ValidationPassed, ago(200*time.Hour))),
