@@ -73,7 +73,7 @@ func serverDryRun(t *testing.T, env *localcluster.Cluster) {
 				id := u.GetKind() + "/" + u.GetName()
 				got[id] = true
 				switch {
-				case u.GetKind() == "Namespace" || u.GetKind() == "CustomResourceDefinition" ||
+				case u.GetKind() == "Namespace" || u.GetKind() == "CustomResourceDefinition" || u.GetKind() == "PriorityClass" ||
 					u.GetKind() == "NodeOperationTemplate" || strings.HasPrefix(u.GetKind(), "Cluster"):
 					require.Empty(t, u.GetNamespace(), "%s is cluster-scoped", id)
 				default:

@@ -84,6 +84,10 @@ func TestRemediatorRBAC(t *testing.T) {
 		verbs("kubemedic.io", "nodeoperations", "get", "list", "watch", "create", "delete"),
 		verbs("kubemedic.io", "nodeoperations/status", "get", "update", "patch"),
 		verbs("kubemedic.io", "nodeoperationtemplates", "get", "list", "watch"),
+		verbs("kubemedic.io", "validationpolicies", "get", "list", "watch"),
+		verbs("kubemedic.io", "validationpolicies/status", "get", "update", "patch"),
+		verbs("kubemedic.io", "nodevalidations", "get", "list", "watch", "create", "update"),
+		verbs("kubemedic.io", "nodevalidations/status", "get", "update", "patch"),
 		verbs("cluster.x-k8s.io", "machines", "get", "list", "patch"),
 		verbs("metal3.io", "baremetalhosts", "get", "patch"),
 		verbs("resource.k8s.io", "resourceslices", "list"),
@@ -456,6 +460,7 @@ func checkRendered(t *testing.T, rendered []byte, wantNamespaces int) {
 	docs := splitDocs(t, "kustomize output", rendered)
 	clusterScoped := map[string]bool{
 		"Namespace": true, "CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true,
+		"PriorityClass": true,
 	}
 	// kustomize does not know the scope of custom kinds and gives them the
 	// kustomization's namespace too; the API server drops it (checked on
