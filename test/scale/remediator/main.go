@@ -114,6 +114,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -123,6 +124,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
@@ -156,6 +158,7 @@ type config struct {
 	scheduling         bool
 	profileDir         string
 	gomemlimit         string
+	background         int
 }
 
 func main() {
@@ -176,6 +179,7 @@ func main() {
 	flag.BoolVar(&c.runWorkload, "run-workload", false, "have kwok mark the workload pods Running too (16 parallel pod Stages); by default they stay bound and Pending, which the remediator does not read")
 	flag.BoolVar(&c.scheduling, "scheduling", false, "also run the real kube-scheduler and kube-controller-manager (localcluster's SchedulingControllers), as a cluster does: "+
 		"their watches load the API server beside the remediator's. The workload and stack pods then carry no owner references, which the garbage collector would follow to owners that do not exist and delete the pods")
+	flag.IntVar(&c.background, "background", 0, "also a ValidationPolicy over every node with background tests, this many at once (0: none): the shipped PriorityClass, a test template no kwok Stage ends, every node due at the start; its reconciles are reported at the end")
 	flag.StringVar(&c.gomemlimit, "gomemlimit", "", "the remediator's GOMEMLIMIT (e.g. 180MiB, as deploy/remediator/deployment.yaml sets); empty: unset, the runtime's default")
 	flag.StringVar(&c.profileDir, "profile", "", "directory for the remediator's heap profiles (settled, end) and the burst's CPU profile and runtime trace (--pprof-bind-address)")
 	flag.Parse()
@@ -360,6 +364,11 @@ func run(ctx context.Context, c config) error {
 	if err := setupPolicy(ctx, env.Client, c.forDur, c.maxUnhealthy()); err != nil {
 		return err
 	}
+	if c.background > 0 {
+		if err := setupBackground(ctx, env.Client, int32(c.background)); err != nil {
+			return err
+		}
+	}
 	rep.phase(time.Since(buildStart), "build in all")
 
 	if c.stackHealth {
@@ -484,6 +493,9 @@ func run(ctx context.Context, c config) error {
 	m, err := rem.metrics(ctx)
 	if err != nil {
 		return err
+	}
+	if c.background > 0 {
+		backgroundPasses(ctx, env.Client, m, rep)
 	}
 	if m.has("kubemedic_remediation_conflicts_total") {
 		rep.add("conflicts", "kubemedic_remediation_conflicts_total %.0f (%s)", m.sum("kubemedic_remediation_conflicts_total", nil), labelled(m, "kubemedic_remediation_conflicts_total"))
@@ -836,6 +848,59 @@ func setupPolicy(ctx context.Context, c client.Client, forDur time.Duration, max
 		return fmt.Errorf("create policy: %w", err)
 	}
 	return nil
+}
+
+// backgroundName names the -background ValidationPolicy and its template.
+const backgroundName = "bench-validate"
+
+// setupBackground creates the shipped PriorityClass, a test template and a
+// ValidationPolicy over every node with background tests, n at once.
+func setupBackground(ctx context.Context, c client.Client, n int32) error {
+	b, err := os.ReadFile("deploy/remediator/validation.yaml")
+	if err != nil {
+		return fmt.Errorf("the shipped PriorityClass (run from the repository root): %w", err)
+	}
+	pc := &schedulingv1.PriorityClass{}
+	if err := sigsyaml.UnmarshalStrict(b, pc); err != nil {
+		return fmt.Errorf("deploy/remediator/validation.yaml: %w", err)
+	}
+	if err := c.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create PriorityClass: %w", err)
+	}
+	tpl := &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: backgroundName},
+		Spec: v1alpha1.NodeOperationTemplateSpec{Image: "registry.example/kubemedic-validate:1", Command: []string{"/ko-app/kubemedic-validate"}, Args: []string{"dcgm"}}}
+	if err := c.Create(ctx, tpl); err != nil {
+		return fmt.Errorf("create template: %w", err)
+	}
+	pol := &v1alpha1.ValidationPolicy{ObjectMeta: metav1.ObjectMeta{Name: backgroundName},
+		Spec: v1alpha1.ValidationPolicySpec{
+			Validate:   v1alpha1.ValidateSpec{Operation: backgroundName},
+			Background: &v1alpha1.BackgroundSpec{Every: metav1.Duration{Duration: 168 * time.Hour}, MaxConcurrent: n},
+		}}
+	if err := c.Create(ctx, pol); err != nil {
+		return fmt.Errorf("create ValidationPolicy: %w", err)
+	}
+	return nil
+}
+
+// backgroundPasses reports the ValidationPolicy's reconciles over the run
+// and its status at the end.
+func backgroundPasses(ctx context.Context, c client.Client, m samples, rep *report) {
+	vp := map[string]string{"controller": "validationpolicy"}
+	recs := m.sum("controller_runtime_reconcile_total", vp)
+	secs := m.sum("controller_runtime_reconcile_time_seconds_sum", vp)
+	if recs == 0 {
+		rep.add("background", "no ValidationPolicy reconciles")
+		return
+	}
+	pol := &v1alpha1.ValidationPolicy{}
+	status := "unknown"
+	if err := c.Get(ctx, client.ObjectKey{Name: backgroundName}, pol); err == nil {
+		s := pol.Status
+		status = fmt.Sprintf("matched %d, validating %d, due %d", s.Matched, s.Validating, s.Due)
+	}
+	rep.add("background", "ValidationPolicy over every node: %.0f reconciles over the run, %s each on average (%s); %s",
+		recs, time.Duration(secs/recs*float64(time.Second)).Round(time.Microsecond), labelled(m, "controller_runtime_reconcile_total"), status)
 }
 
 // window is the metrics at the start and end of a steady state.
