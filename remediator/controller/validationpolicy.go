@@ -94,7 +94,7 @@ func (r *ValidationPolicyReconciler) input(ctx context.Context, pol *v1alpha1.Va
 		return in, fmt.Errorf("get NodeOperationTemplate %s: %w", pol.Spec.Validate.Operation, err)
 	}
 	var pols v1alpha1.ValidationPolicyList
-	if err := r.Client.List(ctx, &pols); err != nil {
+	if err := r.Client.List(ctx, &pols, client.UnsafeDisableDeepCopy); err != nil {
 		return in, fmt.Errorf("list ValidationPolicies: %w", err)
 	}
 	selectors, err := validationSelectors(pols.Items)
@@ -112,7 +112,8 @@ func (r *ValidationPolicyReconciler) input(ctx context.Context, pol *v1alpha1.Va
 	}
 	sort.Slice(in.Nodes, func(i, j int) bool { return in.Nodes[i].Name < in.Nodes[j].Name })
 	var recs v1alpha1.NodeValidationList
-	if err := r.Client.List(ctx, &recs); err != nil {
+	// Read only: the pass copies a record before it changes it.
+	if err := r.Client.List(ctx, &recs, client.UnsafeDisableDeepCopy); err != nil {
 		return in, fmt.Errorf("list NodeValidations: %w", err)
 	}
 	for i := range recs.Items {
@@ -266,7 +267,7 @@ func (r *ValidationPolicyReconciler) writeRecord(ctx context.Context, a *plan.No
 		if old.ResourceVersion != rec.ResourceVersion {
 			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("nodevalidations").GroupResource(), rec.Name, errors.New("changed since the pass read it"))
 		}
-		if old.Spec != rec.Spec {
+		if old.Spec != rec.Spec || !equality.Semantic.DeepEqual(old.OwnerReferences, rec.OwnerReferences) {
 			if err := r.Client.Update(ctx, rec); err != nil {
 				return fmt.Errorf("update NodeValidation %s: %w", rec.Name, err)
 			}

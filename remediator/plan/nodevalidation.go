@@ -220,6 +220,9 @@ func (p *validationPass) change(n *corev1.Node) *NodeValidationAction {
 		r.Status = v1alpha1.NodeValidationStatus{}
 	}
 	r.Spec = v1alpha1.NodeValidationSpec{NodeName: n.Name, NodeUID: string(n.UID), Policy: p.in.Policy.Name}
+	// Owned by its Node: the garbage collector deletes the record of a
+	// node that is gone.
+	r.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
 	p.actions = append(p.actions, NodeValidationAction{Node: n, Record: r, Create: create})
 	return &p.actions[len(p.actions)-1]
 }

@@ -377,6 +377,8 @@ func TestPlanValidations(t *testing.T) {
 				deleted += len(a.DeletePods)
 				require.Equal(t, string(a.Node.UID), a.Record.Spec.NodeUID)
 				require.Equal(t, "gpus", a.Record.Spec.Policy)
+				require.Equal(t, []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: a.Node.Name, UID: a.Node.UID}}, a.Record.OwnerReferences,
+					"owned by its Node, so that the record of a node that is gone goes too")
 			}
 			require.Equal(t, w.pods, started)
 			require.Equal(t, w.addTaint, added)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,6 +51,15 @@ func nodeValidation(t *testing.T, env *localcluster.Cluster, node string, check 
 		t.Fatalf("NodeValidation %s: %+v; events:%s", node, nv.Status, nodeEvents(env, node))
 	}
 	return nv
+}
+
+// hasNodeEvent waits for an Event of reason about the node: the recorder
+// writes them after the pass.
+func hasNodeEvent(t *testing.T, env *localcluster.Cluster, node, reason string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.Contains(c, eventReasons(c, env, "Node", node), reason)
+	}, 10*time.Second, 50*time.Millisecond)
 }
 
 // nodeEvents is a failure message listing the Events about a node.
@@ -191,7 +201,7 @@ func TestValidationPolicyJoinAndBackground(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		require.False(c, plan.HasTaint(getNode(c, env, joinOK), v1alpha1.TaintUnvalidated), "released after the pass")
 	}, 10*time.Second, 20*time.Millisecond)
-	require.Contains(t, eventReasons(t, env, "Node", joinOK), v1alpha1.ReasonValidationPassed)
+	hasNodeEvent(t, env, joinOK, v1alpha1.ReasonValidationPassed)
 
 	// Join, failing: GPU 3 fails DCGM's memory test.
 	badPod := runningTestPod(t, env, joinBad)
@@ -236,7 +246,7 @@ func TestValidationPolicyJoinAndBackground(t *testing.T) {
 		require.Equal(c, int32(1), nv.Status.Preemptions)
 	})
 	require.Nil(t, nv.Status.Last, "a preempted test is no result")
-	require.Contains(t, eventReasons(t, env, "Node", busy), v1alpha1.EventValidationPreempted)
+	hasNodeEvent(t, env, busy, v1alpha1.EventValidationPreempted)
 	require.Nil(t, localcluster.FindNodeCondition(getNode(t, env, busy), v1alpha1.ConditionGPUValidationFailed), "no condition from no result")
 
 	// Tried again after retryAfter: while the real pod holds the GPUs, the
@@ -274,4 +284,12 @@ func TestValidationPolicyJoinAndBackground(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Equal(t, 1.0, rem.metric("kubemedic_validation_tests_total", map[string]string{"policy": "pool", "mode": "Background", "result": "Preempted"}))
 	require.Equal(t, 1.0, rem.metric("kubemedic_validation_tests_total", map[string]string{"policy": "pool", "mode": "Join", "result": "Failed"}))
+
+	// A node that is gone takes its record with it (the garbage
+	// collector, through the record's owner reference to its Node).
+	require.NoError(t, env.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: joinOK}}))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		err := env.Client.Get(ctx, client.ObjectKey{Name: joinOK}, &v1alpha1.NodeValidation{})
+		require.True(c, apierrors.IsNotFound(err), "NodeValidation %s gone with its node: %v", joinOK, err)
+	}, 30*time.Second, 100*time.Millisecond)
 }
