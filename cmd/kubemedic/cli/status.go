@@ -41,9 +41,10 @@ func newStatusCommand(stdout, stderr io.Writer) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "status [--kubeconfig FILE] [--hardware [--window 24h]] [-o json|yaml] [--watch [--interval 2s]] [--now TIME]",
-		Short: "Show the fleet on one screen: unhealthy nodes, operations, policies, quarantine, reclaim notices; --hardware: the GPU RMA list",
-		Long: `Status reads the live cluster (nodes, NodeOperations, RemediationPolicies and
-the metadata of pods) and shows on one screen:
+		Short: "Show the fleet on one screen: unhealthy nodes, operations, policies, GPU tests, quarantine, reclaim notices; --hardware: the GPU RMA list",
+		Long: `Status reads the live cluster (nodes, NodeOperations, RemediationPolicies,
+ValidationPolicies, NodeValidations and the metadata of pods) and shows on
+one screen:
 
   1. the nodes whose kubemedic conditions (GPULost, GPUXidError,
      GPUMemoryUnhealthy, PodProcessesStuck, NFSMountUnhealthy,
@@ -53,8 +54,16 @@ the metadata of pods) and shows on one screen:
   3. each RemediationPolicy: operations in progress against maxConcurrent,
      the circuit breaker, the maintenance window (open until, or next open),
      paused and dry run;
-  4. the quarantined nodes with the NodeOperations kept on each, oldest first;
-  5. the pods with the janitor's reclaim notice: owner, rule, deadline, snooze.
+  4. each ValidationPolicy (the GPU tests when a node joins and in the
+     background): its test, how often, the nodes matched, being tested,
+     passed, failed and due, and its Ready condition;
+  5. per node a ValidationPolicy tests: when it was last validated, with
+     what result (the test, the failing GPUs), the test running now, when
+     the next is due (or overdue, or never tested), preemptions, and
+     whether it still carries the taint kubemedic.io/unvalidated; the most
+     pressing first, up to 50 rows, the rest counted (-o json lists all);
+  6. the quarantined nodes with the NodeOperations kept on each, oldest first;
+  7. the pods with the janitor's reclaim notice: owner, rule, deadline, snooze.
 
 With --hardware it shows instead the RMA list: every GPU, by UUID, of every
 node whose kubemedic.io/gpu-history annotation (the bounded per-node GPU
@@ -73,8 +82,10 @@ plugin (the binary installed as kubectl-medic on the PATH) it runs as
 
 Exit status: 0 when no breaker is open and no node is quarantined; 1 when a
 breaker is open or a node is quarantined (listed under "attention"), or when
-a request failed (the error names it: no status is no evidence of health);
-2 for bad usage. With --watch it runs until interrupted and exits 0.
+a request failed (the error names it: no status is no evidence of health;
+ValidationPolicies or NodeValidations that cannot be read leave the rest
+shown, that section Unknown, and are listed under "attention"); 2 for bad
+usage. With --watch it runs until interrupted and exits 0.
 
 With --hardware the exit status is 1 only when a node's history annotation
 does not parse (the node is listed with GPU "?" and the error, and under
@@ -248,6 +259,18 @@ func readStatus(ctx context.Context, c client.Reader, host string) (statusInput,
 		return in, fmt.Errorf("%s: %w", host, listError("pods", err))
 	}
 	in.Nodes, in.Ops, in.Policies, in.Pods = nl.Items, ol.Items, pl.Items, pods.Items
+	// The GPU tests' records are one section's evidence: when they cannot
+	// be read, that section is Unknown (and called for attention), and the
+	// rest still shows.
+	var vl v1alpha1.ValidationPolicyList
+	var rl v1alpha1.NodeValidationList
+	if err := c.List(ctx, &vl); err != nil {
+		in.ValidationErr = fmt.Errorf("%s: %w", host, listError("validationpolicies.kubemedic.io", err))
+	} else if err := c.List(ctx, &rl); err != nil {
+		in.ValidationErr = fmt.Errorf("%s: %w", host, listError("nodevalidations.kubemedic.io", err))
+	} else {
+		in.ValidationPolicies, in.NodeValidations = vl.Items, rl.Items
+	}
 	return in, nil
 }
 

@@ -6,11 +6,13 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/plan"
+	"github.com/kubemedic/kubemedic/remediator/validation"
 )
 
 // Status is what `kubemedic status` shows, and its -o json|yaml output. The
@@ -47,6 +50,10 @@ type Status struct {
 	// ReclaimNotices are the pods with the janitor's
 	// kubemedic.io/reclaim-notice annotation, by namespace and name.
 	ReclaimNotices []ReclaimNotice `json:"reclaimNotices"`
+	// Validation is the active GPU tests outside of a repair
+	// (ValidationPolicies): each policy, and each node's last result,
+	// test running now and when it is due.
+	Validation Validation `json:"validation"`
 }
 
 // NodeConditionStatus is one detector condition of a node that is not OK.
@@ -198,6 +205,11 @@ type statusInput struct {
 	// OpsErr is why Ops could not be read where they are extra evidence
 	// (status --hardware's bundles).
 	OpsErr error
+	// ValidationPolicies and NodeValidations are the GPU tests outside of
+	// a repair; ValidationErr is why they could not be read.
+	ValidationPolicies []v1alpha1.ValidationPolicy
+	NodeValidations    []v1alpha1.NodeValidation
+	ValidationErr      error
 }
 
 // phaseOrder is the lifecycle order of the active phases.
@@ -211,6 +223,7 @@ func buildStatus(in statusInput, now time.Time) Status {
 		Time: metav1.NewTime(now.UTC().Truncate(time.Second)), Server: in.Server,
 		Attention: []string{}, NodeConditions: []NodeConditionStatus{}, ActiveOperations: []PhaseGroup{},
 		Policies: []PolicyStatus{}, QuarantinedNodes: []QuarantinedNode{}, ReclaimNotices: []ReclaimNotice{},
+		Validation: Validation{Policies: []ValidationPolicyStatus{}, Nodes: []ValidatedNode{}},
 	}
 
 	nodes := slices.Clone(in.Nodes)
@@ -300,6 +313,11 @@ func buildStatus(in statusInput, now time.Time) Status {
 		a, b := st.ReclaimNotices[i], st.ReclaimNotices[j]
 		return a.Namespace < b.Namespace || (a.Namespace == b.Namespace && a.Pod < b.Pod)
 	})
+
+	st.Validation = buildValidation(in, nodes, now)
+	if st.Validation.Unknown != "" {
+		st.Attention = append(st.Attention, "GPU validation unknown: "+st.Validation.Unknown)
+	}
 	return st
 }
 
@@ -455,4 +473,392 @@ func joinProblem(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// Validation is the active GPU tests outside of a repair: the
+// ValidationPolicies, and each node's record (its NodeValidation) as the
+// status reads it. Missing evidence is never a pass: a node without a
+// result is "never tested", a node with the join taint and no test is
+// waiting for it, and records that could not be read make the whole
+// section Unknown.
+type Validation struct {
+	// Unknown is why the ValidationPolicies or NodeValidations could not
+	// be read; then nothing below is evidence, and Policies and Nodes are
+	// empty.
+	Unknown string `json:"unknown,omitempty"`
+	// Policies are the ValidationPolicies, by name.
+	Policies []ValidationPolicyStatus `json:"policies"`
+	// Counts are the nodes of Nodes by state, and those left out.
+	Counts ValidationCounts `json:"counts"`
+	// Nodes are the nodes a ValidationPolicy selects, and the nodes with
+	// the taint kubemedic.io/unvalidated that none selects; most pressing
+	// state first (the order of ValidationStates), then by name.
+	Nodes []ValidatedNode `json:"nodes"`
+}
+
+// ValidationPolicyStatus is one ValidationPolicy as its status last
+// recorded it.
+type ValidationPolicyStatus struct {
+	Name string `json:"name"`
+	// Test is the NodeOperationTemplate that tests (spec.validate.operation).
+	Test string `json:"test"`
+	// Every is spec.background.every, and MaxConcurrent the nodes tested
+	// at once in the background; both empty for a policy that tests only
+	// nodes with the join taint.
+	Every         *metav1.Duration `json:"every,omitempty"`
+	MaxConcurrent int32            `json:"maxConcurrent,omitempty"`
+	Suspended     bool             `json:"suspended"`
+	// The status counts: nodes selected, being tested, by last result,
+	// waiting for a background test, and with the join taint.
+	Matched     int32 `json:"matched"`
+	Validating  int32 `json:"validating"`
+	Passed      int32 `json:"passed"`
+	Failed      int32 `json:"failed"`
+	Due         int32 `json:"due"`
+	Unvalidated int32 `json:"unvalidated"`
+	// Ready is the Ready condition's status (its template exists);
+	// Unknown while the remediator has not evaluated the policy.
+	// NotReady is its reason and message when not True.
+	Ready    metav1.ConditionStatus `json:"ready"`
+	NotReady string                 `json:"notReady,omitempty"`
+	// Problem is what else keeps the counts or the tests from being
+	// current: a selector that does not parse, a status of an older
+	// generation.
+	Problem string `json:"problem,omitempty"`
+}
+
+// Node states of Validation, most pressing first.
+const (
+	// ValidationStateFailed: the last test failed (GPUValidationFailed).
+	ValidationStateFailed = "Failed"
+	// ValidationStateWaitingForJoin: the node carries the taint
+	// kubemedic.io/unvalidated, no test runs and none failed.
+	ValidationStateWaitingForJoin = "WaitingForJoinTest"
+	// ValidationStateUnknown: the record says something this CLI cannot
+	// read as a result.
+	ValidationStateUnknown = "Unknown"
+	// ValidationStateTesting: a test runs now.
+	ValidationStateTesting = "Testing"
+	// ValidationStateDue: the node waits for a background test: it has no
+	// result, or its last is older than the policy's every.
+	ValidationStateDue = "Due"
+	// ValidationStatePassed: the last test passed and the next is not due.
+	ValidationStatePassed = "Passed"
+	// ValidationStateNotTested: selected, no result, and nothing due: a
+	// policy without a background section tests only nodes with the join
+	// taint, and a node without GPUs is not tested in the background.
+	ValidationStateNotTested = "NotTested"
+)
+
+// ValidationStates is the order of the states in Validation.Nodes.
+var ValidationStates = []string{ValidationStateFailed, ValidationStateWaitingForJoin, ValidationStateUnknown,
+	ValidationStateTesting, ValidationStateDue, ValidationStatePassed, ValidationStateNotTested}
+
+// ValidationCounts counts the nodes by state.
+type ValidationCounts struct {
+	Failed         int `json:"failed"`
+	WaitingForJoin int `json:"waitingForJoinTest"`
+	Unknown        int `json:"unknown"`
+	Testing        int `json:"testing"`
+	Due            int `json:"due"`
+	Passed         int `json:"passed"`
+	NotTested      int `json:"notTested"`
+	// NotSelected is the nodes no ValidationPolicy selects and without the
+	// join taint: not tested, and not in Nodes.
+	NotSelected int `json:"notSelected"`
+}
+
+// ValidatedNode is one node's GPU tests outside of a repair.
+type ValidatedNode struct {
+	Node string `json:"node"`
+	// Policy is the ValidationPolicy that tests the node, as the
+	// remediator picks it (the first by name whose selector matches);
+	// empty when none selects it.
+	Policy string `json:"policy,omitempty"`
+	State  string `json:"state"`
+	// Unvalidated: the node carries the taint kubemedic.io/unvalidated, and
+	// serves only pods that tolerate it until a test passes.
+	Unvalidated bool `json:"unvalidated"`
+	// Last is the last test that ended with a result.
+	Last *ValidationTestResult `json:"last,omitempty"`
+	// Current is the test running now.
+	Current *ValidationTestRun `json:"current,omitempty"`
+	// DueTime is when the next background test is due: the last result's
+	// end plus the policy's every, or the record's nextTime when earlier.
+	// Nil with no result, and for a policy without a background section.
+	DueTime *metav1.Time `json:"dueTime,omitempty"`
+	// Due: the node waits for a background test (never tested, or due).
+	Due bool `json:"due"`
+	// NextTime is the record's status.nextTime: when the remediator tries
+	// the next background test (after one was put off, a retry time).
+	NextTime    *metav1.Time `json:"nextTime,omitempty"`
+	Preemptions int32        `json:"preemptions,omitempty"`
+	// Message is the record's status.message: what happened last.
+	Message string `json:"message,omitempty"`
+	// Detail is what status adds: why no test starts, or why the record
+	// is not the node's.
+	Detail string `json:"detail,omitempty"`
+}
+
+// ValidationTestResult is a test that ended: Passed or Failed.
+type ValidationTestResult struct {
+	Result v1alpha1.ValidationResult `json:"result"`
+	Time   *metav1.Time              `json:"time,omitempty"`
+	// Test is the report's test (dcgm, nccl, nvbandwidth), else the
+	// template.
+	Test string `json:"test,omitempty"`
+	// GPUs is how many GPUs the report judged, FailedGPUs how many failed.
+	GPUs       int    `json:"gpus"`
+	FailedGPUs int    `json:"failedGPUs"`
+	Message    string `json:"message,omitempty"`
+}
+
+// ValidationTestRun is the test running now.
+type ValidationTestRun struct {
+	Mode     v1alpha1.ValidationMode `json:"mode"`
+	Template string                  `json:"template,omitempty"`
+	// Since is when the attempt's pod was created.
+	Since   *metav1.Time `json:"since,omitempty"`
+	Attempt int32        `json:"attempt,omitempty"`
+	Pod     string       `json:"pod,omitempty"`
+}
+
+// validationPicker picks a node's ValidationPolicy as the remediator
+// does: the first by name whose selector matches.
+type validationPicker struct {
+	pols []*v1alpha1.ValidationPolicy
+	sels []labels.Selector // nil: the selector does not parse, selects nothing
+}
+
+func (p validationPicker) pick(n *corev1.Node) *v1alpha1.ValidationPolicy {
+	for i, s := range p.sels {
+		if s != nil && s.Matches(labels.Set(n.Labels)) {
+			return p.pols[i]
+		}
+	}
+	return nil
+}
+
+// buildValidation describes the GPU tests outside of a repair; nodes are
+// sorted by name.
+func buildValidation(in statusInput, nodes []corev1.Node, now time.Time) Validation {
+	v := Validation{Policies: []ValidationPolicyStatus{}, Nodes: []ValidatedNode{}}
+	if in.ValidationErr != nil {
+		v.Unknown = in.ValidationErr.Error()
+		return v
+	}
+	pols := make([]*v1alpha1.ValidationPolicy, 0, len(in.ValidationPolicies))
+	for i := range in.ValidationPolicies {
+		pols = append(pols, &in.ValidationPolicies[i])
+	}
+	sort.Slice(pols, func(i, j int) bool { return pols[i].Name < pols[j].Name })
+	picker := validationPicker{pols: pols}
+	for _, p := range pols {
+		ps := validationPolicyStatus(p)
+		sel := labels.Everything()
+		if p.Spec.NodeSelector != nil {
+			s, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
+			if err != nil {
+				sel = nil
+				ps.Problem = joinProblem(ps.Problem, fmt.Sprintf("spec.nodeSelector does not parse, which stops the remediator's tests: %v", err))
+			} else {
+				sel = s
+			}
+		}
+		picker.sels = append(picker.sels, sel)
+		v.Policies = append(v.Policies, ps)
+	}
+	records := make(map[string]*v1alpha1.NodeValidation, len(in.NodeValidations))
+	for i := range in.NodeValidations {
+		records[in.NodeValidations[i].Name] = &in.NodeValidations[i]
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		vn, ok := validatedNode(n, picker.pick(n), records[n.Name], now)
+		if !ok {
+			v.Counts.NotSelected++
+			continue
+		}
+		v.Nodes = append(v.Nodes, vn)
+		switch vn.State {
+		case ValidationStateFailed:
+			v.Counts.Failed++
+		case ValidationStateWaitingForJoin:
+			v.Counts.WaitingForJoin++
+		case ValidationStateUnknown:
+			v.Counts.Unknown++
+		case ValidationStateTesting:
+			v.Counts.Testing++
+		case ValidationStateDue:
+			v.Counts.Due++
+		case ValidationStatePassed:
+			v.Counts.Passed++
+		case ValidationStateNotTested:
+			v.Counts.NotTested++
+		}
+	}
+	// Stable: nodes came by name.
+	slices.SortStableFunc(v.Nodes, func(a, b ValidatedNode) int {
+		return cmp.Compare(slices.Index(ValidationStates, a.State), slices.Index(ValidationStates, b.State))
+	})
+	return v
+}
+
+func validationPolicyStatus(p *v1alpha1.ValidationPolicy) ValidationPolicyStatus {
+	s := &p.Status
+	ps := ValidationPolicyStatus{Name: p.Name, Test: p.Spec.Validate.Operation, Suspended: p.Spec.Suspend,
+		Matched: s.Matched, Validating: s.Validating, Passed: s.Passed, Failed: s.Failed, Due: s.Due, Unvalidated: s.Unvalidated,
+		Ready: metav1.ConditionUnknown}
+	if b := p.Spec.Background; b != nil {
+		every := b.Every
+		ps.Every, ps.MaxConcurrent = &every, b.MaxConcurrent
+	}
+	if c := apimeta.FindStatusCondition(s.Conditions, v1alpha1.PolicyReady); c != nil {
+		ps.Ready = c.Status
+		if c.Status != metav1.ConditionTrue {
+			ps.NotReady = c.Reason + ": " + c.Message
+		}
+	}
+	if s.ObservedGeneration != 0 && s.ObservedGeneration < p.Generation {
+		ps.Problem = fmt.Sprintf("the counts are of generation %d; the spec is at %d", s.ObservedGeneration, p.Generation)
+	}
+	return ps
+}
+
+// validatedNode is one node's tests; ok is false for a node no policy
+// selects and without the join taint, which is not tested. rec is the
+// record of that name, which may be about an earlier node.
+func validatedNode(n *corev1.Node, pol *v1alpha1.ValidationPolicy, rec *v1alpha1.NodeValidation, now time.Time) (ValidatedNode, bool) {
+	vn := ValidatedNode{Node: n.Name, Unvalidated: plan.HasTaint(n, v1alpha1.TaintUnvalidated)}
+	if pol == nil && !vn.Unvalidated {
+		return vn, false
+	}
+	var details []string
+	if rec != nil && rec.Spec.NodeUID != string(n.UID) {
+		// As the remediator reads it: a node replaced under the same name
+		// is a new node, and its record starts over.
+		details = append(details, "its NodeValidation is of an earlier node of this name")
+		rec = nil
+	}
+	if rec != nil {
+		st := &rec.Status
+		vn.Message, vn.Preemptions, vn.NextTime = st.Message, st.Preemptions, st.NextTime
+		if l := st.Last; l != nil {
+			vn.Last = testResult(l)
+		}
+		if c := st.Current; c != nil {
+			vn.Current = &ValidationTestRun{Mode: st.Mode, Template: c.Template, Since: c.StartTime, Attempt: c.Attempt, Pod: c.PodName}
+		}
+	}
+	if pol == nil {
+		// Tainted, and nothing will test it or remove the taint.
+		vn.State = ValidationStateWaitingForJoin
+		details = append(details, "no ValidationPolicy selects it: no test will remove the taint "+v1alpha1.TaintUnvalidated)
+		if vn.Current != nil {
+			vn.State = ValidationStateTesting
+		}
+		vn.Detail = strings.Join(details, "; ")
+		return vn, true
+	}
+	vn.Policy = pol.Name
+	// Why the remediator starts no test now, where it waits for one.
+	var stopped string
+	if pol.Spec.Suspend {
+		stopped = "policy " + pol.Name + " is suspended: no test starts"
+	} else if c := apimeta.FindStatusCondition(pol.Status.Conditions, v1alpha1.PolicyReady); c != nil && c.Status == metav1.ConditionFalse {
+		stopped = "policy " + pol.Name + " is not ready (" + c.Reason + "): no test starts"
+	}
+
+	b := pol.Spec.Background
+	switch {
+	case vn.Current != nil:
+		vn.State = ValidationStateTesting
+	case vn.Last != nil && vn.Last.Result == v1alpha1.ValidationFailed:
+		vn.State = ValidationStateFailed
+		if vn.Unvalidated {
+			details = append(details, "keeps the taint "+v1alpha1.TaintUnvalidated+" until a test passes")
+		}
+	case vn.Last != nil && vn.Last.Result != v1alpha1.ValidationPassed:
+		vn.State = ValidationStateUnknown
+		details = append(details, fmt.Sprintf("the last result %q is neither Passed nor Failed", vn.Last.Result))
+	case vn.Unvalidated:
+		vn.State = ValidationStateWaitingForJoin
+		details = append(details, "waiting for its join test")
+		if len(plan.ValidationResources(n)) == 0 {
+			details = append(details, "no "+plan.ResourceNVIDIAPrefix+"* allocatable yet")
+		}
+		if stopped != "" {
+			details = append(details, stopped)
+		}
+	case b == nil:
+		vn.State = ValidationStatePassed
+		if vn.Last == nil {
+			vn.State = ValidationStateNotTested
+			details = append(details, "policy "+pol.Name+" has no background section: tested only with the taint "+v1alpha1.TaintUnvalidated)
+		}
+	default:
+		if vn.Last != nil && vn.Last.Time != nil {
+			due := metav1.NewTime(vn.Last.Time.Add(b.Every.Duration))
+			if vn.NextTime != nil && vn.NextTime.Before(&due) {
+				due = *vn.NextTime
+			}
+			vn.DueTime = &due
+		}
+		vn.Due = vn.DueTime == nil || !now.Before(vn.DueTime.Time)
+		vn.State = ValidationStatePassed
+		if vn.Due {
+			vn.State = ValidationStateDue
+		}
+		why := backgroundSkipped(n)
+		switch {
+		case vn.Last == nil && len(plan.ValidationResources(n)) == 0:
+			vn.State, vn.Due = ValidationStateNotTested, false
+			details = append(details, "no "+plan.ResourceNVIDIAPrefix+"* allocatable: not tested in the background")
+		case vn.Due && why != "":
+			details = append(details, "not tested in the background while "+why)
+		case vn.Due && stopped != "":
+			details = append(details, stopped)
+		}
+	}
+	switch {
+	case vn.Preemptions == 1:
+		details = append(details, "preempted once")
+	case vn.Preemptions > 1:
+		details = append(details, fmt.Sprintf("preempted %d times", vn.Preemptions))
+	}
+	vn.Detail = strings.Join(details, "; ")
+	return vn, true
+}
+
+// backgroundSkipped says why the remediator gives the node no background
+// test (plan's eligibility: it serves, is Ready and has GPUs); "" when it
+// may get one.
+func backgroundSkipped(n *corev1.Node) string {
+	var why []string
+	if n.Spec.Unschedulable {
+		why = append(why, "cordoned")
+	}
+	if plan.HasTaint(n, v1alpha1.TaintQuarantined) {
+		why = append(why, "quarantined")
+	}
+	if len(plan.ValidationResources(n)) == 0 {
+		why = append(why, "no "+plan.ResourceNVIDIAPrefix+"* allocatable")
+	}
+	if c := findNodeCondition(n, string(corev1.NodeReady)); c == nil || c.Status != corev1.ConditionTrue {
+		why = append(why, "not Ready")
+	}
+	if c := findNodeCondition(n, v1alpha1.ConditionGPUValidationFailed); c != nil && c.Status == corev1.ConditionTrue {
+		why = append(why, v1alpha1.ConditionGPUValidationFailed+"=True")
+	}
+	return strings.Join(why, ", ")
+}
+
+func testResult(l *v1alpha1.ValidationStatus) *ValidationTestResult {
+	r := &ValidationTestResult{Result: l.Result, Time: l.CompletionTime, Test: cmp.Or(l.Test, l.Template), GPUs: len(l.GPUs), Message: l.Message}
+	for _, g := range l.GPUs {
+		if g.Verdict == string(validation.VerdictFail) {
+			r.FailedGPUs++
+		}
+	}
+	return r
 }

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -69,7 +71,8 @@ func pod(ns, name string, annotations map[string]string) metav1.PartialObjectMet
 func emptyStatus(edit func(*Status)) Status {
 	st := Status{Time: metav1.NewTime(statusNow), Server: "https://api.example:6443", Attention: []string{},
 		NodeConditions: []NodeConditionStatus{}, ActiveOperations: []PhaseGroup{}, Policies: []PolicyStatus{},
-		QuarantinedNodes: []QuarantinedNode{}, ReclaimNotices: []ReclaimNotice{}}
+		QuarantinedNodes: []QuarantinedNode{}, ReclaimNotices: []ReclaimNotice{},
+		Validation: Validation{Policies: []ValidationPolicyStatus{}, Nodes: []ValidatedNode{}}}
 	if edit != nil {
 		edit(&st)
 	}
@@ -112,6 +115,7 @@ func TestBuildStatus(t *testing.T) {
 				{Node: "gpu-b", Condition: v1alpha1.ConditionGPUXidError, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonXidRebootRequired, Since: ago(2 * time.Hour), Message: xidMsg},
 				{Node: "gpu-b", Condition: v1alpha1.ConditionNFSMountUnhealthy, Status: corev1.ConditionUnknown, Reason: "NoData", Since: ago(5 * time.Minute), Message: "probe timed out"},
 			}
+			s.Validation.Counts.NotSelected = 3
 		}),
 	}, {
 		desc: "the remediator's own conditions are listed too: the GPU stack's and a failed GPU test's (issue 31)",
@@ -125,6 +129,7 @@ func TestBuildStatus(t *testing.T) {
 				{Node: "gpu-a", Condition: v1alpha1.ConditionGPUStackPodNotReady, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonDevicePluginNotReady, Since: ago(time.Minute), Message: "nvidia-device-plugin-x is not Ready"},
 				{Node: "gpu-a", Condition: v1alpha1.ConditionGPUValidationFailed, Status: corev1.ConditionTrue, Reason: v1alpha1.ReasonDCGMDiagFailed, Since: ago(3 * time.Minute), Message: "dcgm failed on GPU GPU-66666666-7777-8888-9999-000000000000 (memory)"},
 			}
+			s.Validation.Counts.NotSelected = 2
 		}),
 	}, {
 		desc: "active operations are grouped by phase in lifecycle order, oldest first; finished ones are left out; no phase is Pending",
@@ -217,6 +222,7 @@ func TestBuildStatus(t *testing.T) {
 				{Name: "xid.gpu-q-1", Node: "gpu-q", Policy: "xid", Step: "reboot", Phase: v1alpha1.PhaseFailed, Created: ago(2 * time.Hour), Finished: agoPtr(2*time.Hour - time.Minute), Message: "condition did not clear within 10m"},
 				{Name: "xid.gpu-q-2", Node: "gpu-q", Policy: "xid", Step: "quarantine", Phase: v1alpha1.PhaseSucceeded, Created: ago(70 * time.Minute), Finished: agoPtr(69 * time.Minute), Message: "quarantined"},
 			}}}
+			s.Validation.Counts.NotSelected = 2
 		}),
 	}, {
 		desc: "reclaim notices: noticed with deadline and snooze, claimed, reclaimed in dry run, unreadable; pods without one are left out",
@@ -268,5 +274,251 @@ func deepCopyInput(in statusInput) statusInput {
 	for i := range in.Pods {
 		out.Pods = append(out.Pods, *in.Pods[i].DeepCopy())
 	}
+	for i := range in.ValidationPolicies {
+		out.ValidationPolicies = append(out.ValidationPolicies, *in.ValidationPolicies[i].DeepCopy())
+	}
+	for i := range in.NodeValidations {
+		out.NodeValidations = append(out.NodeValidations, *in.NodeValidations[i].DeepCopy())
+	}
+	out.OpsErr, out.ValidationErr = in.OpsErr, in.ValidationErr
 	return out
+}
+
+// gpuNode is a Ready node with 8 GPUs allocatable and the labels.
+func gpuNode(name string, lbls map[string]string, edit func(*corev1.Node)) corev1.Node {
+	n := node(name)
+	n.Labels = lbls
+	n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	if edit != nil {
+		edit(&n)
+	}
+	return n
+}
+
+func withUnvalidatedTaint(n *corev1.Node) {
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintUnvalidated, Effect: corev1.TaintEffectNoSchedule})
+}
+
+// vpol is a ValidationPolicy selecting gpu=true, with a background test
+// every 7 days, 2 at once, that the remediator found Ready.
+func vpol(name string, edit func(*v1alpha1.ValidationPolicy)) v1alpha1.ValidationPolicy {
+	p := v1alpha1.ValidationPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1},
+		Spec: v1alpha1.ValidationPolicySpec{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"gpu": "true"}},
+			Validate:   v1alpha1.ValidateSpec{Operation: "validate-dcgm"},
+			Background: &v1alpha1.BackgroundSpec{Every: metav1.Duration{Duration: week}, MaxConcurrent: 2}},
+		Status: v1alpha1.ValidationPolicyStatus{ObservedGeneration: 1, Conditions: []metav1.Condition{
+			{Type: v1alpha1.PolicyReady, Status: metav1.ConditionTrue, Reason: "TemplateFound", Message: "tests with NodeOperationTemplate validate-dcgm"}}}}
+	if edit != nil {
+		edit(&p)
+	}
+	return p
+}
+
+const week = 7 * 24 * time.Hour
+
+// nval is a node's record, of the node's UID (none in these tests).
+func nval(node, policy string, edit func(*v1alpha1.NodeValidationStatus)) v1alpha1.NodeValidation {
+	r := v1alpha1.NodeValidation{ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec: v1alpha1.NodeValidationSpec{NodeName: node, Policy: policy}}
+	if edit != nil {
+		edit(&r.Status)
+	}
+	return r
+}
+
+func passed(d time.Duration) *v1alpha1.ValidationStatus {
+	return &v1alpha1.ValidationStatus{Result: v1alpha1.ValidationPassed, Template: "validate-dcgm", Test: "dcgm", CompletionTime: agoPtr(d),
+		Message: "dcgm passed on 2 GPU(s)", GPUs: []v1alpha1.ValidationGPU{{UUID: "GPU-1", Verdict: "Pass"}, {UUID: "GPU-2", Verdict: "Pass"}}}
+}
+
+func TestBuildValidation(t *testing.T) {
+	gpu := map[string]string{"gpu": "true"}
+	failed := &v1alpha1.ValidationStatus{Result: v1alpha1.ValidationFailed, Template: "validate-dcgm", Test: "dcgm", CompletionTime: agoPtr(time.Hour),
+		Message: "dcgm failed on GPU-2 (memory): memory test failed",
+		GPUs:    []v1alpha1.ValidationGPU{{UUID: "GPU-1", Verdict: "Pass"}, {UUID: "GPU-2", Verdict: "Fail", Failed: []string{"memory"}}}}
+	cases := []struct {
+		desc string
+		in   statusInput
+		want Validation
+		// attention is what the status adds to Attention.
+		attention []string
+	}{{
+		desc: "no ValidationPolicy and no taint: no node is listed, none counts as validated, they are counted as not selected",
+		in:   statusInput{Nodes: []corev1.Node{gpuNode("gpu-a", gpu, nil), node("cpu-a")}},
+		want: Validation{Policies: []ValidationPolicyStatus{}, Nodes: []ValidatedNode{}, Counts: ValidationCounts{NotSelected: 2}},
+	}, {
+		desc: "a node with the join taint that no policy selects waits for a join test nothing will run",
+		in:   statusInput{Nodes: []corev1.Node{gpuNode("gpu-a", nil, withUnvalidatedTaint)}},
+		want: Validation{Policies: []ValidationPolicyStatus{}, Counts: ValidationCounts{WaitingForJoin: 1}, Nodes: []ValidatedNode{
+			{Node: "gpu-a", State: ValidationStateWaitingForJoin, Unvalidated: true,
+				Detail: "no ValidationPolicy selects it: no test will remove the taint kubemedic.io/unvalidated"}}},
+	}, {
+		desc: "the policies as their status says: background or join only, Ready True, False or not yet evaluated, suspended, counts of an older generation, a selector that does not parse",
+		in: statusInput{ValidationPolicies: []v1alpha1.ValidationPolicy{
+			vpol("zz-background", func(p *v1alpha1.ValidationPolicy) {
+				p.Status.Matched, p.Status.Validating, p.Status.Passed, p.Status.Failed, p.Status.Due, p.Status.Unvalidated = 10, 2, 6, 1, 3, 1
+			}),
+			vpol("join-only", func(p *v1alpha1.ValidationPolicy) {
+				p.Spec.Background, p.Spec.Join = nil, &v1alpha1.JoinSpec{}
+				p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.PolicyReady, Status: metav1.ConditionFalse, Reason: "TemplateNotFound",
+					Message: "NodeOperationTemplate validate-dcgm does not exist"}}
+			}),
+			vpol("new", func(p *v1alpha1.ValidationPolicy) {
+				p.Spec.Suspend = true
+				p.Status = v1alpha1.ValidationPolicyStatus{}
+			}),
+			vpol("edited", func(p *v1alpha1.ValidationPolicy) { p.Generation = 3 }),
+			vpol("bad-selector", func(p *v1alpha1.ValidationPolicy) {
+				p.Spec.NodeSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu", Operator: "Near"}}}
+			}),
+		}},
+		want: Validation{Nodes: []ValidatedNode{}, Policies: []ValidationPolicyStatus{
+			{Name: "bad-selector", Test: "validate-dcgm", Every: &metav1.Duration{Duration: week}, MaxConcurrent: 2, Ready: metav1.ConditionTrue,
+				Problem: `spec.nodeSelector does not parse, which stops the remediator's tests: "Near" is not a valid label selector operator`},
+			{Name: "edited", Test: "validate-dcgm", Every: &metav1.Duration{Duration: week}, MaxConcurrent: 2, Ready: metav1.ConditionTrue,
+				Problem: "the counts are of generation 1; the spec is at 3"},
+			{Name: "join-only", Test: "validate-dcgm", Ready: metav1.ConditionFalse, NotReady: "TemplateNotFound: NodeOperationTemplate validate-dcgm does not exist"},
+			{Name: "new", Test: "validate-dcgm", Every: &metav1.Duration{Duration: week}, MaxConcurrent: 2, Suspended: true, Ready: metav1.ConditionUnknown},
+			{Name: "zz-background", Test: "validate-dcgm", Every: &metav1.Duration{Duration: week}, MaxConcurrent: 2, Ready: metav1.ConditionTrue,
+				Matched: 10, Validating: 2, Passed: 6, Failed: 1, Due: 3, Unvalidated: 1},
+		}},
+	}, {
+		desc: "each node by its record: failed, waiting, unknown, testing, due (never tested, overdue, put off, cordoned, a replaced node), passed, not tested; most pressing first; the first policy by name tests a node",
+		in: statusInput{
+			Nodes: []corev1.Node{
+				gpuNode("gpu-pass", gpu, nil),
+				gpuNode("gpu-fail", gpu, withUnvalidatedTaint),
+				gpuNode("gpu-test", gpu, nil),
+				gpuNode("gpu-join", gpu, withUnvalidatedTaint),
+				gpuNode("gpu-never", gpu, nil),
+				gpuNode("gpu-late", gpu, nil),
+				gpuNode("gpu-cordoned", gpu, func(n *corev1.Node) { n.Spec.Unschedulable = true }),
+				gpuNode("gpu-replaced", gpu, func(n *corev1.Node) { n.UID = "new-uid" }),
+				gpuNode("gpu-odd", gpu, nil),
+				node("cpu-0"),
+				gpuNode("pool-0", map[string]string{"pool": "new"}, nil),
+				gpuNode("pool-1", map[string]string{"pool": "new"}, nil),
+				gpuNode("other", map[string]string{"gpu": "false"}, nil),
+			},
+			ValidationPolicies: []v1alpha1.ValidationPolicy{
+				vpol("gpus", func(p *v1alpha1.ValidationPolicy) {
+					// Selects every node, but "b-pool" comes first for its nodes.
+					p.Spec.NodeSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"false"}}}}
+				}),
+				vpol("b-pool", func(p *v1alpha1.ValidationPolicy) {
+					p.Spec.NodeSelector.MatchLabels = map[string]string{"pool": "new"}
+					p.Spec.Background = nil
+				}),
+			},
+			NodeValidations: []v1alpha1.NodeValidation{
+				nval("gpu-pass", "gpus", func(s *v1alpha1.NodeValidationStatus) {
+					s.Mode, s.Last, s.NextTime = v1alpha1.ValidationBackground, passed(2*time.Hour), ptrTime(statusNow.Add(week-2*time.Hour+time.Second))
+				}),
+				nval("gpu-fail", "gpus", func(s *v1alpha1.NodeValidationStatus) {
+					s.Mode, s.Last, s.NextTime = v1alpha1.ValidationJoin, failed, ptrTime(statusNow.Add(week-time.Hour))
+					s.Message = "node gpu-fail failed validate-dcgm"
+				}),
+				nval("gpu-test", "gpus", func(s *v1alpha1.NodeValidationStatus) {
+					s.Mode, s.Last, s.Preemptions = v1alpha1.ValidationBackground, passed(8*24*time.Hour), 2
+					s.Current = &v1alpha1.ValidationStatus{Result: v1alpha1.ValidationValidating, Template: "validate-dcgm", Attempt: 2,
+						PodName: "gpu-test-validate-1-2", StartTime: agoPtr(5 * time.Minute)}
+				}),
+				nval("gpu-late", "gpus", func(s *v1alpha1.NodeValidationStatus) {
+					// Passed 8 days ago; its test was preempted and is tried in 40 minutes.
+					s.Mode, s.Last, s.Preemptions = v1alpha1.ValidationBackground, passed(8*24*time.Hour), 1
+					s.NextTime = ptrTime(statusNow.Add(40 * time.Minute))
+				}),
+				nval("gpu-cordoned", "gpus", func(s *v1alpha1.NodeValidationStatus) {
+					s.Last, s.NextTime = passed(9*24*time.Hour), ptrTime(statusNow.Add(-2*24*time.Hour))
+				}),
+				nval("gpu-replaced", "gpus", func(s *v1alpha1.NodeValidationStatus) { s.Last = failed }),
+				nval("gpu-odd", "gpus", func(s *v1alpha1.NodeValidationStatus) {
+					s.Last = &v1alpha1.ValidationStatus{Result: v1alpha1.ValidationValidating, CompletionTime: agoPtr(time.Hour)}
+				}),
+				nval("pool-1", "b-pool", func(s *v1alpha1.NodeValidationStatus) { s.Mode, s.Last = v1alpha1.ValidationJoin, passed(24*time.Hour) }),
+				nval("gone", "gpus", func(s *v1alpha1.NodeValidationStatus) { s.Last = failed }),
+			},
+		},
+		want: Validation{
+			Policies: []ValidationPolicyStatus{
+				{Name: "b-pool", Test: "validate-dcgm", Ready: metav1.ConditionTrue},
+				{Name: "gpus", Test: "validate-dcgm", Every: &metav1.Duration{Duration: week}, MaxConcurrent: 2, Ready: metav1.ConditionTrue},
+			},
+			Counts: ValidationCounts{Failed: 1, WaitingForJoin: 1, Unknown: 1, Testing: 1, Due: 4, Passed: 2, NotTested: 2, NotSelected: 1},
+			Nodes: []ValidatedNode{
+				{Node: "gpu-fail", Policy: "gpus", State: ValidationStateFailed, Unvalidated: true, NextTime: ptrTime(statusNow.Add(week - time.Hour)),
+					Last: &ValidationTestResult{Result: v1alpha1.ValidationFailed, Time: agoPtr(time.Hour), Test: "dcgm", GPUs: 2, FailedGPUs: 1,
+						Message: "dcgm failed on GPU-2 (memory): memory test failed"},
+					Message: "node gpu-fail failed validate-dcgm", Detail: "keeps the taint kubemedic.io/unvalidated until a test passes"},
+				{Node: "gpu-join", Policy: "gpus", State: ValidationStateWaitingForJoin, Unvalidated: true, Detail: "waiting for its join test"},
+				{Node: "gpu-odd", Policy: "gpus", State: ValidationStateUnknown,
+					Last:   &ValidationTestResult{Result: v1alpha1.ValidationValidating, Time: agoPtr(time.Hour)},
+					Detail: `the last result "Validating" is neither Passed nor Failed`},
+				{Node: "gpu-test", Policy: "gpus", State: ValidationStateTesting, Preemptions: 2,
+					Last:    &ValidationTestResult{Result: v1alpha1.ValidationPassed, Time: agoPtr(8 * 24 * time.Hour), Test: "dcgm", GPUs: 2, Message: "dcgm passed on 2 GPU(s)"},
+					Current: &ValidationTestRun{Mode: v1alpha1.ValidationBackground, Template: "validate-dcgm", Since: agoPtr(5 * time.Minute), Attempt: 2, Pod: "gpu-test-validate-1-2"},
+					Detail:  "preempted 2 times"},
+				{Node: "gpu-cordoned", Policy: "gpus", State: ValidationStateDue, Due: true, DueTime: ptrTime(statusNow.Add(-2 * 24 * time.Hour)),
+					NextTime: ptrTime(statusNow.Add(-2 * 24 * time.Hour)),
+					Last:     &ValidationTestResult{Result: v1alpha1.ValidationPassed, Time: agoPtr(9 * 24 * time.Hour), Test: "dcgm", GPUs: 2, Message: "dcgm passed on 2 GPU(s)"},
+					Detail:   "not tested in the background while cordoned"},
+				{Node: "gpu-late", Policy: "gpus", State: ValidationStateDue, Due: true, DueTime: agoPtr(24 * time.Hour), NextTime: ptrTime(statusNow.Add(40 * time.Minute)), Preemptions: 1,
+					Last:   &ValidationTestResult{Result: v1alpha1.ValidationPassed, Time: agoPtr(8 * 24 * time.Hour), Test: "dcgm", GPUs: 2, Message: "dcgm passed on 2 GPU(s)"},
+					Detail: "preempted once"},
+				{Node: "gpu-never", Policy: "gpus", State: ValidationStateDue, Due: true},
+				{Node: "gpu-replaced", Policy: "gpus", State: ValidationStateDue, Due: true, Detail: "its NodeValidation is of an earlier node of this name"},
+				{Node: "gpu-pass", Policy: "gpus", State: ValidationStatePassed, DueTime: ptrTime(statusNow.Add(week - 2*time.Hour)),
+					NextTime: ptrTime(statusNow.Add(week - 2*time.Hour + time.Second)),
+					Last:     &ValidationTestResult{Result: v1alpha1.ValidationPassed, Time: agoPtr(2 * time.Hour), Test: "dcgm", GPUs: 2, Message: "dcgm passed on 2 GPU(s)"}},
+				{Node: "pool-1", Policy: "b-pool", State: ValidationStatePassed,
+					Last: &ValidationTestResult{Result: v1alpha1.ValidationPassed, Time: agoPtr(24 * time.Hour), Test: "dcgm", GPUs: 2, Message: "dcgm passed on 2 GPU(s)"}},
+				{Node: "cpu-0", Policy: "gpus", State: ValidationStateNotTested, Detail: "no nvidia.com/* allocatable: not tested in the background"},
+				{Node: "pool-0", Policy: "b-pool", State: ValidationStateNotTested,
+					Detail: "policy b-pool has no background section: tested only with the taint kubemedic.io/unvalidated"},
+			},
+		},
+	}, {
+		desc: "a suspended policy and one whose template is missing start no test: their waiting and due nodes say so",
+		in: statusInput{
+			Nodes: []corev1.Node{gpuNode("a-0", map[string]string{"p": "a"}, withUnvalidatedTaint), gpuNode("a-1", map[string]string{"p": "a"}, nil),
+				gpuNode("b-0", map[string]string{"p": "b"}, nil)},
+			ValidationPolicies: []v1alpha1.ValidationPolicy{
+				vpol("a", func(p *v1alpha1.ValidationPolicy) {
+					p.Spec.NodeSelector.MatchLabels = map[string]string{"p": "a"}
+					p.Spec.Suspend = true
+				}),
+				vpol("b", func(p *v1alpha1.ValidationPolicy) {
+					p.Spec.NodeSelector.MatchLabels = map[string]string{"p": "b"}
+					p.Status.Conditions[0].Status, p.Status.Conditions[0].Reason = metav1.ConditionFalse, "TemplateNotFound"
+				}),
+			},
+		},
+		want: Validation{
+			Policies: []ValidationPolicyStatus{
+				{Name: "a", Test: "validate-dcgm", Every: &metav1.Duration{Duration: week}, MaxConcurrent: 2, Suspended: true, Ready: metav1.ConditionTrue},
+				{Name: "b", Test: "validate-dcgm", Every: &metav1.Duration{Duration: week}, MaxConcurrent: 2, Ready: metav1.ConditionFalse,
+					NotReady: "TemplateNotFound: tests with NodeOperationTemplate validate-dcgm"},
+			},
+			Counts: ValidationCounts{WaitingForJoin: 1, Due: 2},
+			Nodes: []ValidatedNode{
+				{Node: "a-0", Policy: "a", State: ValidationStateWaitingForJoin, Unvalidated: true, Detail: "waiting for its join test; policy a is suspended: no test starts"},
+				{Node: "a-1", Policy: "a", State: ValidationStateDue, Due: true, Detail: "policy a is suspended: no test starts"},
+				{Node: "b-0", Policy: "b", State: ValidationStateDue, Due: true, Detail: "policy b is not ready (TemplateNotFound): no test starts"},
+			},
+		},
+	}, {
+		desc:      "records that cannot be read are Unknown, never a pass, and call for attention",
+		in:        statusInput{Nodes: []corev1.Node{gpuNode("gpu-a", nil, withUnvalidatedTaint)}, ValidationErr: errors.New("https://x:6443: list nodevalidations.kubemedic.io: forbidden")},
+		want:      Validation{Unknown: "https://x:6443: list nodevalidations.kubemedic.io: forbidden", Policies: []ValidationPolicyStatus{}, Nodes: []ValidatedNode{}},
+		attention: []string{"GPU validation unknown: https://x:6443: list nodevalidations.kubemedic.io: forbidden"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			before := deepCopyInput(tc.in)
+			st := buildStatus(tc.in, statusNow)
+			require.Equal(t, tc.want, st.Validation)
+			require.Equal(t, append([]string{}, tc.attention...), st.Attention)
+			require.Equal(t, before, tc.in, "buildStatus changed its input")
+		})
+	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -10,11 +11,18 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
 // statusMessageWidth is where the screen cuts messages; -o json|yaml keep
 // them whole.
 const statusMessageWidth = 60
+
+// statusValidationRows is how many nodes the screen's GPU test table
+// shows, most pressing first; the rest are counted by state (-o json
+// lists every node), so that a fleet of thousands stays one screen.
+const statusValidationRows = 50
 
 // printStatus writes the status as one screen of sections.
 func printStatus(w io.Writer, st Status) {
@@ -86,6 +94,8 @@ func printStatus(w io.Writer, st Status) {
 		}
 		_ = tw.Flush()
 	}
+
+	printValidation(w, now, st.Validation)
 
 	fmt.Fprintf(w, "\nQuarantined nodes (%d)\n", len(st.QuarantinedNodes))
 	if len(st.QuarantinedNodes) == 0 {
@@ -223,4 +233,147 @@ func withDiagnostics(o OperationStatus) string {
 		parts = append(parts, o.Message)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// printValidation writes the ValidationPolicies and the nodes' GPU tests.
+func printValidation(w io.Writer, now time.Time, v Validation) {
+	if v.Unknown != "" {
+		fmt.Fprintf(w, "\nValidation policies: Unknown\n  %s\n", cut(v.Unknown, 2*statusMessageWidth))
+		fmt.Fprintln(w, "\nGPU tests of nodes: Unknown (no record could be read: no node counts as validated)")
+		return
+	}
+	fmt.Fprintf(w, "\nValidation policies (%d)\n", len(v.Policies))
+	if len(v.Policies) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	} else {
+		tw := newTable(w)
+		fmt.Fprintln(tw, "  NAME\tTEST\tBACKGROUND\tMATCHED\tTESTING\tPASSED\tFAILED\tDUE\tUNVALIDATED\tREADY\tDETAIL")
+		for _, p := range v.Policies {
+			bg := "join only"
+			if p.Every != nil {
+				bg = fmt.Sprintf("every %s, %d at once", duration.HumanDuration(p.Every.Duration), p.MaxConcurrent)
+			}
+			var detail []string
+			if p.Suspended {
+				detail = append(detail, "suspended")
+			}
+			if p.NotReady != "" {
+				detail = append(detail, "not ready: "+p.NotReady)
+			}
+			if p.Problem != "" {
+				detail = append(detail, p.Problem)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", p.Name, p.Test, bg, p.Matched, p.Validating, p.Passed, p.Failed,
+				p.Due, p.Unvalidated, p.Ready, dash(cut(strings.Join(detail, "; "), statusMessageWidth)))
+		}
+		_ = tw.Flush()
+	}
+
+	counts := validationCounts(v.Nodes, v.Counts.NotSelected)
+	fmt.Fprintf(w, "\nGPU tests of nodes (%d", len(v.Nodes))
+	if counts != "" {
+		fmt.Fprintf(w, ": %s", counts)
+	}
+	fmt.Fprintln(w, ")")
+	if len(v.Nodes) == 0 {
+		fmt.Fprintln(w, "  (none)")
+		return
+	}
+	rows := v.Nodes
+	if len(rows) > statusValidationRows {
+		rows = rows[:statusValidationRows]
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "  NODE\tPOLICY\tVALIDATED\tRESULT\tTESTING NOW\tDUE\tTAINT\tDETAIL")
+	for _, n := range rows {
+		validated, result := "never", "-"
+		if l := n.Last; l != nil {
+			validated = age(now, l.Time) + " ago"
+			result = testResultText(l)
+		}
+		testing := "-"
+		if c := n.Current; c != nil {
+			testing = fmt.Sprintf("%s %s", c.Mode, age(now, c.Since))
+			if c.Attempt > 1 {
+				testing += fmt.Sprintf(", attempt %d", c.Attempt)
+			}
+		}
+		taint := "-"
+		if n.Unvalidated {
+			taint = "unvalidated"
+		}
+		// A failure leads with what failed.
+		detail := n.Detail
+		if n.State == ValidationStateFailed && n.Last != nil && n.Last.Message != "" {
+			detail = strings.Join(slices.DeleteFunc([]string{n.Last.Message, detail}, func(s string) bool { return s == "" }), "; ")
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, dash(n.Policy), validated, result, testing, dueText(now, n),
+			taint, dash(cut(detail, statusMessageWidth)))
+	}
+	_ = tw.Flush()
+	if more := v.Nodes[len(rows):]; len(more) > 0 {
+		fmt.Fprintf(w, "  ... %d more: %s (-o json lists every node)\n", len(more), validationCounts(more, 0))
+	}
+}
+
+// validationCounts is "1 failed, 2 testing, 1990 passed; 3 other nodes
+// selected by no ValidationPolicy" in the order of ValidationStates,
+// leaving out zeros.
+func validationCounts(nodes []ValidatedNode, notSelected int) string {
+	words := map[string]string{ValidationStateFailed: "failed", ValidationStateWaitingForJoin: "waiting for their join test",
+		ValidationStateUnknown: "unknown", ValidationStateTesting: "testing", ValidationStateDue: "due",
+		ValidationStatePassed: "passed", ValidationStateNotTested: "not tested"}
+	by := map[string]int{}
+	for _, n := range nodes {
+		by[n.State]++
+	}
+	var parts []string
+	for _, s := range ValidationStates {
+		if by[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", by[s], words[s]))
+		}
+	}
+	s := strings.Join(parts, ", ")
+	if notSelected > 0 {
+		s = joinProblem(s, fmt.Sprintf("%d other nodes selected by no ValidationPolicy", notSelected))
+	}
+	return s
+}
+
+// testResultText is "Passed", or "Failed dcgm (1 of 8 GPUs)".
+func testResultText(l *ValidationTestResult) string {
+	s := string(l.Result)
+	if l.Result == v1alpha1.ValidationFailed && l.Test != "" {
+		s += " " + l.Test
+		if l.FailedGPUs > 0 {
+			s += fmt.Sprintf(" (%d of %d GPUs)", l.FailedGPUs, l.GPUs)
+		}
+	}
+	return s
+}
+
+// dueText is when the node's next background test is due: "in 6d",
+// "overdue 3h", "now (never tested)", with the next try when one was put
+// off; "-" when no background test is due or applies.
+func dueText(now time.Time, n ValidatedNode) string {
+	var s string
+	switch {
+	case n.State != ValidationStateDue && n.State != ValidationStatePassed:
+		return "-"
+	case n.DueTime == nil && n.Due && n.Last == nil:
+		s = "now (never tested)"
+	case n.DueTime == nil && n.Due:
+		// A result without its time: as old as can be.
+		s = "now"
+	case n.DueTime == nil:
+		return "-"
+	case n.Due:
+		s = "overdue " + duration.HumanDuration(now.Sub(n.DueTime.Time))
+	default:
+		return "in " + duration.HumanDuration(n.DueTime.Sub(now))
+	}
+	if n.NextTime != nil && n.NextTime.After(now) {
+		s += ", next try in " + duration.HumanDuration(n.NextTime.Sub(now))
+	}
+	return s
 }

@@ -55,7 +55,36 @@ func fleetStatus() Status {
 			{Name: "xid.gpu-q-0", Policy: "xid", Step: "reset", Phase: v1alpha1.PhaseFailed, Finished: agoPtr(2 * time.Hour), Message: "pod failed"}}}}
 		s.ReclaimNotices = []ReclaimNotice{{Namespace: "team-a", Pod: "nb-0", Owner: "email alice@example.com", State: NoticeNoticed,
 			Rule: decide.RuleIdle, Evidence: "0% GPU use over 4h", Deadline: ptrTime(statusNow.Add(30 * time.Minute)), SnoozeUntil: ptrTime(statusNow.Add(48 * time.Hour))}}
+		s.Validation = fleetValidation()
 	})
+}
+
+// fleetValidation has a node in each state and two policies.
+func fleetValidation() Validation {
+	dcgm := func(res v1alpha1.ValidationResult, d time.Duration) *ValidationTestResult {
+		return &ValidationTestResult{Result: res, Time: agoPtr(d), Test: "dcgm", GPUs: 8, Message: "dcgm passed on 8 GPU(s)"}
+	}
+	fail := dcgm(v1alpha1.ValidationFailed, time.Hour)
+	fail.FailedGPUs, fail.Message = 1, "dcgm failed on GPU-2 (memory): memory test failed"
+	return Validation{
+		Policies: []ValidationPolicyStatus{
+			{Name: "gpus", Test: "validate-dcgm", Every: &metav1.Duration{Duration: week}, MaxConcurrent: 2, Ready: metav1.ConditionTrue,
+				Matched: 7, Validating: 1, Passed: 2, Failed: 1, Due: 1, Unvalidated: 2},
+			{Name: "new-pool", Test: "validate-nccl", Ready: metav1.ConditionFalse, NotReady: "TemplateNotFound: NodeOperationTemplate validate-nccl does not exist"},
+		},
+		Counts: ValidationCounts{Failed: 1, WaitingForJoin: 1, Testing: 1, Due: 2, Passed: 1, NotTested: 1, NotSelected: 3},
+		Nodes: []ValidatedNode{
+			{Node: "gpu-f", Policy: "gpus", State: ValidationStateFailed, Unvalidated: true, Last: fail, Detail: "keeps the taint kubemedic.io/unvalidated until a test passes"},
+			{Node: "gpu-j", Policy: "gpus", State: ValidationStateWaitingForJoin, Unvalidated: true, Detail: "waiting for its join test"},
+			{Node: "gpu-t", Policy: "gpus", State: ValidationStateTesting, Last: dcgm(v1alpha1.ValidationPassed, 8*24*time.Hour), Preemptions: 2,
+				Current: &ValidationTestRun{Mode: v1alpha1.ValidationBackground, Since: agoPtr(5 * time.Minute), Attempt: 2}, Detail: "preempted 2 times"},
+			{Node: "gpu-l", Policy: "gpus", State: ValidationStateDue, Due: true, DueTime: agoPtr(24 * time.Hour), NextTime: ptrTime(statusNow.Add(40 * time.Minute)),
+				Last: dcgm(v1alpha1.ValidationPassed, 8*24*time.Hour), Preemptions: 1, Detail: "preempted once"},
+			{Node: "gpu-n", Policy: "gpus", State: ValidationStateDue, Due: true},
+			{Node: "gpu-p", Policy: "gpus", State: ValidationStatePassed, DueTime: ptrTime(statusNow.Add(week - 2*time.Hour)), Last: dcgm(v1alpha1.ValidationPassed, 2*time.Hour)},
+			{Node: "cpu-0", Policy: "gpus", State: ValidationStateNotTested, Detail: "no nvidia.com/* allocatable: not tested in the background"},
+		},
+	}
 }
 
 func TestPrintStatus(t *testing.T) {
@@ -76,9 +105,28 @@ func TestPrintStatus(t *testing.T) {
 		"\nQuarantined nodes (1)\n  gpu-q since 2026-11-21T11:00:00Z (60m), cordoned, 1 operations kept\n",
 		"    xid.gpu-q-0  xid/reset    Failed  2026-11-21T10:00:00Z  pod failed\n",
 		"  team-a/nb-0  email alice@example.com  Noticed  Idle  2026-11-21T12:30:00Z (in 30m)  2026-11-23T12:00:00Z (in 2d)  0% GPU use over 4h\n",
+		// The GPU tests (issue 31): the policies, then each node, most pressing first.
+		"\nValidation policies (2)\n",
+		"  gpus      validate-dcgm  every 7d, 2 at once  7        1        2       1       1    2            True   -\n",
+		"  new-pool  validate-nccl  join only            0        0        0       0       0    0            False  not ready: TemplateNotFound: NodeOperationTemplate valida...\n",
+		"\nGPU tests of nodes (7: 1 failed, 1 waiting for their join test, 1 testing, 2 due, 1 passed, 1 not tested; 3 other nodes selected by no ValidationPolicy)\n",
+		"  NODE   POLICY  VALIDATED  RESULT                     TESTING NOW               DUE                           TAINT        DETAIL\n",
+		"  gpu-f  gpus    60m ago    Failed dcgm (1 of 8 GPUs)  -                         -                             unvalidated  dcgm failed on GPU-2 (memory): memory test failed; keeps ...\n",
+		"  gpu-j  gpus    never      -                          -                         -                             unvalidated  waiting for its join test\n",
+		"  gpu-t  gpus    8d ago     Passed                     Background 5m, attempt 2  -                             -            preempted 2 times\n",
+		"  gpu-l  gpus    8d ago     Passed                     -                         overdue 24h, next try in 40m  -            preempted once\n",
+		"  gpu-n  gpus    never      -                          -                         now (never tested)            -            -\n",
+		"  gpu-p  gpus    120m ago   Passed                     -                         in 6d22h                      -            -\n",
+		"  cpu-0  gpus    never      -                          -                         -                             -            no nvidia.com/* allocatable: not tested in the background\n",
 	} {
 		require.Contains(t, out, want)
 	}
+	require.Less(t, strings.Index(out, "\nRemediation policies"), strings.Index(out, "\nValidation policies"))
+	require.Less(t, strings.Index(out, "\nGPU tests of nodes"), strings.Index(out, "\nQuarantined nodes"))
+	doc, err := os.ReadFile("../../../docs/status.md")
+	require.NoError(t, err)
+	validation := out[strings.Index(out, "\nValidation policies"):strings.Index(out, "\nQuarantined nodes")]
+	require.Contains(t, string(doc), validation, "docs/status.md shows these sections")
 
 	b.Reset()
 	printStatus(&b, emptyStatus(nil))
@@ -94,12 +142,56 @@ Active operations (0)
 Remediation policies (0)
   (none)
 
+Validation policies (0)
+  (none)
+
+GPU tests of nodes (0)
+  (none)
+
 Quarantined nodes (0)
   (none)
 
 Reclaim notices (0)
   (none)
 `, b.String())
+}
+
+// TestPrintValidationAtScale: at 2,000 nodes the screen's GPU test table
+// stays one screen: the most pressing 50 rows, the rest counted by state;
+// records that cannot be read say Unknown, never a pass.
+func TestPrintValidationAtScale(t *testing.T) {
+	nodes := make([]corev1.Node, 0, 2000)
+	var recs []v1alpha1.NodeValidation
+	for i := range 2000 {
+		name := fmt.Sprintf("gpu-%04d", i)
+		nodes = append(nodes, gpuNode(name, map[string]string{"gpu": "true"}, nil))
+		switch {
+		case i%500 == 7:
+			recs = append(recs, nval(name, "gpus", func(s *v1alpha1.NodeValidationStatus) {
+				s.Last = &v1alpha1.ValidationStatus{Result: v1alpha1.ValidationFailed, Test: "dcgm", CompletionTime: agoPtr(time.Hour), Message: "dcgm failed"}
+			}))
+		case i < 1960:
+			recs = append(recs, nval(name, "gpus", func(s *v1alpha1.NodeValidationStatus) { s.Last = passed(time.Duration(i) * time.Minute) }))
+		}
+	}
+	st := buildStatus(statusInput{Nodes: nodes, NodeValidations: recs, ValidationPolicies: []v1alpha1.ValidationPolicy{vpol("gpus", nil)}}, statusNow)
+	var b bytes.Buffer
+	printStatus(&b, st)
+	out := b.String()
+	require.Contains(t, out, "\nGPU tests of nodes (2000: 4 failed, 40 due, 1956 passed)\n")
+	require.Contains(t, out, "  gpu-0007  gpus    60m ago    Failed dcgm  -            -                   -      dcgm failed\n", "failures come first")
+	require.Contains(t, out, "  gpu-1999  gpus    never      -            -            now (never tested)  -      -\n")
+	require.Contains(t, out, "  ... 1950 more: 1950 passed (-o json lists every node)\n")
+	section := out[strings.Index(out, "\nGPU tests of nodes"):strings.Index(out, "\nQuarantined nodes")]
+	require.Equal(t, 2+statusValidationRows+1+1, strings.Count(section, "\n"), "title, header, 50 rows, the rest counted:\n%s", section)
+	require.Len(t, st.Validation.Nodes, 2000, "-o json lists every node")
+
+	b.Reset()
+	printStatus(&b, buildStatus(statusInput{Nodes: nodes, ValidationErr: errors.New("https://x:6443: list validationpolicies.kubemedic.io: forbidden")}, statusNow))
+	out = b.String()
+	require.Contains(t, out, "ATTENTION (1):\n  GPU validation unknown: https://x:6443: list validationpolicies.kubemedic.io: forbidden\n")
+	require.Contains(t, out, "\nValidation policies: Unknown\n  https://x:6443: list validationpolicies.kubemedic.io: forbidden\n"+
+		"\nGPU tests of nodes: Unknown (no record could be read: no node counts as validated)\n")
 }
 
 // TestStatusOutputFormats pins the field names of -o json (scripts read
@@ -115,7 +207,7 @@ func TestStatusOutputFormats(t *testing.T) {
 		require.Equal(t, ExitOK, code)
 		var got map[string]any
 		require.NoError(t, yaml.Unmarshal(out.Bytes(), &got), output)
-		require.Equal(t, []string{"activeOperations", "attention", "nodeConditions", "policies", "quarantinedNodes", "reclaimNotices", "server", "time"},
+		require.Equal(t, []string{"activeOperations", "attention", "nodeConditions", "policies", "quarantinedNodes", "reclaimNotices", "server", "time", "validation"},
 			slices.Sorted(maps.Keys(got)), output)
 		require.Equal(t, []any{}, got["policies"], "%s: an empty list is [], not null", output)
 	}
@@ -133,6 +225,17 @@ func TestStatusOutputFormats(t *testing.T) {
 	require.Equal(t, "email alice@example.com", notice["owner"])
 	q := doc["quarantinedNodes"].([]any)[0].(map[string]any)
 	require.Equal(t, "2026-11-21T10:00:00Z", q["attempts"].([]any)[0].(map[string]any)["finished"])
+	val := doc["validation"].(map[string]any)
+	require.Equal(t, []string{"counts", "nodes", "policies"}, slices.Sorted(maps.Keys(val)))
+	require.Equal(t, map[string]any{"name": "gpus", "test": "validate-dcgm", "every": "168h0m0s", "maxConcurrent": 2.0, "suspended": false,
+		"matched": 7.0, "validating": 1.0, "passed": 2.0, "failed": 1.0, "due": 1.0, "unvalidated": 2.0, "ready": "True"}, val["policies"].([]any)[0])
+	require.Equal(t, map[string]any{"failed": 1.0, "waitingForJoinTest": 1.0, "unknown": 0.0, "testing": 1.0, "due": 2.0, "passed": 1.0, "notTested": 1.0, "notSelected": 3.0}, val["counts"])
+	late := val["nodes"].([]any)[3].(map[string]any)
+	require.Equal(t, map[string]any{"node": "gpu-l", "policy": "gpus", "state": "Due", "unvalidated": false, "due": true,
+		"dueTime": "2026-11-20T12:00:00Z", "nextTime": "2026-11-21T12:40:00Z", "preemptions": 1.0, "detail": "preempted once",
+		"last": map[string]any{"result": "Passed", "time": "2026-11-13T12:00:00Z", "test": "dcgm", "gpus": 8.0, "failedGPUs": 0.0, "message": "dcgm passed on 8 GPU(s)"}}, late)
+	testing := val["nodes"].([]any)[2].(map[string]any)["current"]
+	require.Equal(t, map[string]any{"mode": "Background", "since": "2026-11-21T11:55:00Z", "attempt": 2.0}, testing)
 }
 
 // requireSameJSON compares as -o json writes: times read back from JSON
@@ -163,6 +266,9 @@ func TestRunStatusExitCodes(t *testing.T) {
 			in: statusInput{Policies: []v1alpha1.RemediationPolicy{policy("xid", func(p *v1alpha1.RemediationPolicy) {
 				p.Status.Conditions[1].Status, p.Status.Conditions[1].Message = metav1.ConditionTrue, "3 unhealthy nodes, limit 1"
 			})}}},
+		{desc: "records of the GPU tests that cannot be read exit 1; the rest is shown", code: ExitInvalid,
+			in:     statusInput{Nodes: []corev1.Node{quarantinedNode}, ValidationErr: errors.New("https://x:6443: list nodevalidations.kubemedic.io: forbidden")},
+			stdout: "ATTENTION (2):\n  node gpu-q: quarantined\n  GPU validation unknown: https://x:6443: list nodevalidations.kubemedic.io: forbidden\n"},
 		{desc: "a failed request exits 1 and is named", err: errors.New("https://x:6443: list nodeoperations.kubemedic.io: forbidden"), code: ExitInvalid,
 			stderrWant: "kubemedic status: https://x:6443: list nodeoperations.kubemedic.io: forbidden\n"},
 	}
@@ -287,6 +393,8 @@ func TestReadStatus(t *testing.T) {
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nb-0", Annotations: map[string]string{v1alpha1.AnnotationReclaimNotice: "{}"}}},
 		&v1alpha1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Name: "op"}, Spec: v1alpha1.NodeOperationSpec{NodeName: "gpu-a"}},
 		&v1alpha1.RemediationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "xid"}},
+		&v1alpha1.ValidationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "gpus"}},
+		&v1alpha1.NodeValidation{ObjectMeta: metav1.ObjectMeta{Name: "gpu-a"}, Spec: v1alpha1.NodeValidationSpec{NodeName: "gpu-a"}},
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 	in, err := readStatus(context.Background(), c, "https://x:6443")
@@ -297,6 +405,9 @@ func TestReadStatus(t *testing.T) {
 	require.Len(t, in.Policies, 1)
 	require.Len(t, in.Pods, 1)
 	require.Equal(t, "{}", in.Pods[0].Annotations[v1alpha1.AnnotationReclaimNotice])
+	require.Len(t, in.ValidationPolicies, 1)
+	require.Len(t, in.NodeValidations, 1)
+	require.NoError(t, in.ValidationErr)
 
 	for _, failing := range []client.ObjectList{&corev1.NodeList{}, &v1alpha1.NodeOperationList{}, &v1alpha1.RemediationPolicyList{}, &metav1.PartialObjectMetadataList{}} {
 		what := fmt.Sprintf("%T", failing)
@@ -311,6 +422,26 @@ func TestReadStatus(t *testing.T) {
 		want := map[string]string{"*v1.NodeList": "nodes", "*v1alpha1.NodeOperationList": "nodeoperations.kubemedic.io",
 			"*v1alpha1.RemediationPolicyList": "remediationpolicies.kubemedic.io", "*v1.PartialObjectMetadataList": "pods"}[what]
 		require.EqualError(t, err, "https://x:6443: list "+want+": forbidden", what)
+	}
+
+	// The GPU tests' records are one section's evidence: a failed list
+	// makes that section Unknown, and the rest is still read.
+	for _, failing := range []client.ObjectList{&v1alpha1.ValidationPolicyList{}, &v1alpha1.NodeValidationList{}} {
+		what := fmt.Sprintf("%T", failing)
+		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				if fmt.Sprintf("%T", list) == what {
+					return errors.New("forbidden")
+				}
+				return c.List(ctx, list, opts...)
+			}}).Build()
+		in, err := readStatus(context.Background(), c, "https://x:6443")
+		require.NoError(t, err, what)
+		require.Len(t, in.Nodes, 1, what)
+		want := map[string]string{"*v1alpha1.ValidationPolicyList": "validationpolicies.kubemedic.io", "*v1alpha1.NodeValidationList": "nodevalidations.kubemedic.io"}[what]
+		require.EqualError(t, in.ValidationErr, "https://x:6443: list "+want+": forbidden", what)
+		require.Empty(t, in.ValidationPolicies, what)
+		require.Empty(t, in.NodeValidations, what)
 	}
 }
 
@@ -370,6 +501,44 @@ func TestStatusOnAPIServer(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nb-0", Annotations: map[string]string{v1alpha1.AnnotationReclaimNotice: notice.Encode()}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.example/nb:1"}}}}))
 
+	// The GPU tests (issue 31): a ValidationPolicy over every node and the
+	// nodes' records, as the remediator writes them (the status
+	// subresource): healthy passed an hour ago, sick's background test
+	// runs (preempted once before), the quarantined node failed, and a new
+	// node registered with the join taint has no record yet.
+	joining, err := env.CreateGPUNodes(ctx, 1, localcluster.NodeSpec{NamePrefix: "new-node"})
+	require.NoError(t, err)
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: joining[0].Name}, n))
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: v1alpha1.TaintUnvalidated, Effect: corev1.TaintEffectNoSchedule})
+	require.NoError(t, c.Update(ctx, n))
+	vp := &v1alpha1.ValidationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "gpus"}, Spec: v1alpha1.ValidationPolicySpec{
+		Validate:   v1alpha1.ValidateSpec{Operation: "validate-dcgm"},
+		Background: &v1alpha1.BackgroundSpec{Every: metav1.Duration{Duration: week}, MaxConcurrent: 2}}}
+	require.NoError(t, c.Create(ctx, vp))
+	vp.Status = v1alpha1.ValidationPolicyStatus{ObservedGeneration: vp.Generation, Matched: 4, Validating: 1, Passed: 1, Failed: 1, Unvalidated: 1,
+		Conditions: []metav1.Condition{{Type: v1alpha1.PolicyReady, Status: metav1.ConditionTrue, Reason: "TemplateFound",
+			Message: "tests with NodeOperationTemplate validate-dcgm", LastTransitionTime: metav1.NewTime(since)}}}
+	require.NoError(t, c.Status().Update(ctx, vp))
+	at := func(d time.Duration) *metav1.Time { return &metav1.Time{Time: since.Add(d)} }
+	newRecord := func(node string, status v1alpha1.NodeValidationStatus) {
+		t.Helper()
+		n := &corev1.Node{}
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Name: node}, n))
+		r := &v1alpha1.NodeValidation{ObjectMeta: metav1.ObjectMeta{Name: node},
+			Spec: v1alpha1.NodeValidationSpec{NodeName: node, NodeUID: string(n.UID), Policy: "gpus"}}
+		require.NoError(t, c.Create(ctx, r))
+		r.Status = status
+		require.NoError(t, c.Status().Update(ctx, r))
+	}
+	newRecord(healthy, v1alpha1.NodeValidationStatus{Mode: v1alpha1.ValidationBackground, NextTime: at(week),
+		Last: &v1alpha1.ValidationStatus{Result: v1alpha1.ValidationPassed, Template: "validate-dcgm", Test: "dcgm", StartTime: at(-10 * time.Minute),
+			CompletionTime: at(0), Message: "dcgm passed on 8 GPU(s)"}})
+	newRecord(sick, v1alpha1.NodeValidationStatus{Mode: v1alpha1.ValidationBackground, Preemptions: 1,
+		Current: &v1alpha1.ValidationStatus{Result: v1alpha1.ValidationValidating, Template: "validate-dcgm", Attempt: 1, PodName: sick + "-validate-1-1", StartTime: at(40 * time.Minute)}})
+	newRecord(quar, v1alpha1.NodeValidationStatus{Mode: v1alpha1.ValidationBackground, NextTime: at(week),
+		Last: &v1alpha1.ValidationStatus{Result: v1alpha1.ValidationFailed, Template: "validate-dcgm", Test: "dcgm", CompletionTime: at(-time.Hour),
+			Message: "dcgm failed on GPU-2 (memory)", GPUs: []v1alpha1.ValidationGPU{{UUID: "GPU-1", Verdict: "Pass"}, {UUID: "GPU-2", Verdict: "Fail", Failed: []string{"memory"}}}}})
+
 	// The command as a script runs it.
 	code, out, errOut := simRun("status", "-o", "json", "--kubeconfig", env.Kubeconfig)
 	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
@@ -403,6 +572,32 @@ func TestStatusOnAPIServer(t *testing.T) {
 	require.Equal(t, []string{"xid.quar-0 reset Failed pod failed: exit 1", "xid.quar-1 reboot Failed condition did not clear within 10m"}, attempts)
 	requireSameJSON(t, []ReclaimNotice{{Namespace: "team-a", Pod: "nb-0", Owner: "email alice@example.com", State: NoticeNoticed, Rule: decide.RuleIdle,
 		Evidence: "0% GPU use over 4h", Deadline: &metav1.Time{Time: deadline}}}, st.ReclaimNotices)
+
+	require.Equal(t, []ValidationPolicyStatus{{Name: "gpus", Test: "validate-dcgm", Every: &metav1.Duration{Duration: week}, MaxConcurrent: 2,
+		Matched: 4, Validating: 1, Passed: 1, Failed: 1, Unvalidated: 1, Ready: metav1.ConditionTrue}}, st.Validation.Policies)
+	require.Equal(t, ValidationCounts{Failed: 1, WaitingForJoin: 1, Testing: 1, Passed: 1}, st.Validation.Counts)
+	var states []string
+	for _, vn := range st.Validation.Nodes {
+		states = append(states, vn.Node+" "+vn.State)
+	}
+	require.Equal(t, []string{quar + " Failed", joining[0].Name + " WaitingForJoinTest", sick + " Testing", healthy + " Passed"}, states)
+
+	// The screen, at a fixed time: an hour after since.
+	code, out, errOut = simRun("status", "--now", since.Add(time.Hour).Format(time.RFC3339), "--kubeconfig", env.Kubeconfig)
+	t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
+	require.Equal(t, ExitInvalid, code, errOut)
+	for _, want := range []string{
+		"\nValidation policies (1)\n  NAME  TEST           BACKGROUND           MATCHED  TESTING  PASSED  FAILED  DUE  UNVALIDATED  READY  DETAIL\n" +
+			"  gpus  validate-dcgm  every 7d, 2 at once  4        1        1       1       0    1            True   -\n",
+		"\nGPU tests of nodes (4: 1 failed, 1 waiting for their join test, 1 testing, 1 passed)\n",
+		"  NODE          POLICY  VALIDATED  RESULT                     TESTING NOW     DUE       TAINT        DETAIL\n" +
+			"  " + quar + "  gpus    120m ago   Failed dcgm (1 of 2 GPUs)  -               -         -            dcgm failed on GPU-2 (memory)\n" +
+			"  " + joining[0].Name + "  gpus    never      -                          -               -         unvalidated  waiting for its join test\n" +
+			"  " + sick + "  gpus    never      -                          Background 20m  -         -            preempted once\n" +
+			"  " + healthy + "  gpus    60m ago    Passed                     -               in 6d23h  -            -\n\n",
+	} {
+		require.Contains(t, out, want)
+	}
 
 	// As a kubectl plugin: kubectl finds kubectl-medic on the PATH and
 	// passes the exit status through.
