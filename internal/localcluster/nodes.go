@@ -92,6 +92,10 @@ type NodeSpec struct {
 	MIGProfile string
 	// Labels are added to every node; they win over the generated ones.
 	Labels map[string]string
+	// Taints are the taints every node registers with, as the kubelet's
+	// --register-with-taints sets them: present from the node's creation,
+	// so that no pod is placed before they are.
+	Taints []corev1.Taint
 	// ResourceSlices also publishes each node's GPUs through DRA, as
 	// NVIDIA's DRA driver does: one ResourceSlice of NVIDIADRADriver per
 	// node (CreateGPUResourceSlice) with the node's whole GPUs, named
@@ -309,6 +313,7 @@ func buildNode(spec NodeSpec, i int, ready bool) corev1.Node {
 			PodCIDR:    podCIDR(i),
 			PodCIDRs:   []string{podCIDR(i)},
 			ProviderID: fmt.Sprintf("kubemedic-sim:///%s/%s", zone, name),
+			Taints:     append([]corev1.Taint(nil), spec.Taints...),
 		},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
