@@ -98,9 +98,11 @@ func TestNodeConditionMetrics(t *testing.T) {
 		}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
 			{Type: v1alpha1.ConditionNFSMountUnhealthy, Status: corev1.ConditionUnknown},
+			{Type: v1alpha1.ConditionGPUValidationFailed, Status: corev1.ConditionTrue},
 		}}},
 	}
 	got := nodeConditionMetrics(nodes)
+	require.Contains(t, got, `kube_node_status_condition{node="a",condition="GPUValidationFailed",status="true"} 1`, "the remediator's own, for KubemedicGPUValidationFailed")
 	require.Contains(t, got, `kube_node_status_condition{node="a",condition="NFSMountUnhealthy",status="unknown"} 1`)
 	require.Contains(t, got, `kube_node_status_condition{node="a",condition="NFSMountUnhealthy",status="true"} 0`)
 	require.Contains(t, got, `kube_node_status_condition{node="b",condition="GPUXidError",status="true"} 1`)

@@ -3,10 +3,16 @@ package demo
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,8 +38,18 @@ var Faults = []Fault{
 	{"gpu-lost", "GPU 1 falls off the bus (Xid 79) and nvidia-smi stops listing it"},
 	{"nfs", "the NFS mount /mnt/datasets disappears"},
 	{"dstate", "a process of a deleted pod is stuck in D state"},
-	{"replace-gpu", "a technician replaces the broken GPU: resets work again and the next reboot finds no Xid (kubemedic does not release a quarantined node; you do)"},
+	{"replace-gpu", "a technician replaces the broken GPU (of broken-gpu or silent-gpu): resets work again, the next reboot finds no Xid and DCGM passes (kubemedic does not release a quarantined node; you do)"},
+	{"silent-gpu", "Xid 46 on GPU 0, which a reset clears, and every passive check is clean after it; but DCGM's memory test fails GPU 0 on every run (the node must be a device-plugin node; it is labelled " + LabelFault + "=silent-gpu, which the demo's gpu-xid-reset-validated selects)"},
+	{"new-node", "a new GPU node joins, registered with the taint " + v1alpha1.TaintUnvalidated + ":NoSchedule (kubelet --register-with-taints): NODE is its name, <prefix>-<NNN>, a node that does not exist yet"},
 }
+
+// LabelFault on a node names the fault the demo injected there, for the
+// demo's policies that act on one story's nodes only (gpu-xid-silent.yaml).
+const LabelFault = "demo.kubemedic.io/fault"
+
+// silentGPU is the GPU of a silent-gpu node that fails DCGM's memory
+// test: the one that threw the Xid.
+const silentGPU = 0
 
 // BadRequestError is an Inject of an unknown fault or node.
 type BadRequestError struct{ msg string }
@@ -49,6 +65,9 @@ func xidMessage(reason string, xid int, bus, what string) string {
 // driver or the mount table would show it (the real detectors find it), on
 // another node as the condition NPD would set.
 func (w *World) Inject(ctx context.Context, fault, node string) (string, error) {
+	if fault == "new-node" {
+		return w.addNode(ctx, node)
+	}
 	if !w.hasNode(node) {
 		return "", &BadRequestError{fmt.Sprintf("no node %q; the nodes are %s … %s", node, w.Nodes[0], w.Nodes[len(w.Nodes)-1])}
 	}
@@ -92,13 +111,32 @@ func (w *World) Inject(ctx context.Context, fault, node string) (string, error) 
 		return "condition NFSMountUnhealthy=True", w.setCondition(ctx, node, v1alpha1.ConditionNFSMountUnhealthy, v1alpha1.ReasonMountMissing+": "+nfsMountPoint+" not mounted")
 	case "dstate":
 		return w.injectDState(ctx, node)
+	case "silent-gpu":
+		if slices.Contains(w.DRANodes, node) {
+			return "", &BadRequestError{fmt.Sprintf("node %s publishes its GPUs through DRA; silent-gpu needs a node of the device plugin, whose test pod gets every GPU", node)}
+		}
+		// The label first: the demo's policy must select the node before
+		// the Xid makes it a target of gpu-xid-reset.
+		if err := w.labelNode(ctx, node, LabelFault, fault); err != nil {
+			return "", err
+		}
+		w.mu.Lock()
+		w.silent[node] = silentGPU
+		w.mu.Unlock()
+		what := fmt.Sprintf("; GPU %d (%s) fails DCGM's memory test from now on, which no counter shows", silentGPU, gpuUUID(node, silentGPU))
+		if root != nil {
+			return "kernel log: NVRM: Xid 46 on " + bus + what, root.Xid(silentGPU, 46, "GPU timeout")
+		}
+		return "condition GPUXidError=True" + what, w.setCondition(ctx, node, v1alpha1.ConditionGPUXidError, xidMessage(v1alpha1.ReasonXidResetRequired, 46, bus, "GPU timeout"))
 	case "replace-gpu":
 		w.mu.Lock()
-		broken := w.faulty[node]
+		_, silent := w.silent[node]
+		broken := w.faulty[node] || silent
 		delete(w.faulty, node)
+		delete(w.silent, node)
 		w.mu.Unlock()
 		if !broken {
-			return "", &BadRequestError{fmt.Sprintf("node %s has no broken GPU (inject broken-gpu first)", node)}
+			return "", &BadRequestError{fmt.Sprintf("node %s has no broken GPU (inject broken-gpu or silent-gpu first)", node)}
 		}
 		// The node is powered off for the swap and boots again.
 		return "GPU 0 replaced; the node booted again", w.reboot(ctx, node, false)
@@ -111,12 +149,79 @@ func (w *World) Inject(ctx context.Context, fault, node string) (string, error) 
 }
 
 func (w *World) hasNode(node string) bool {
-	for _, n := range w.Nodes {
-		if n == node {
-			return true
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Contains(w.Nodes, node) || slices.Contains(w.joined, node)
+}
+
+// newNodeName is what a new node may be called: localcluster's
+// <prefix>-<NNN>, whose number gives its zone, rack and addresses.
+var newNodeName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)-([0-9]{3})$`)
+
+// addNode plays a new GPU node of the device plugin joining the cluster,
+// registered with the taint kubemedic.io/unvalidated:NoSchedule as its
+// kubelet's --register-with-taints would: no pod is placed on it until the
+// demo's ValidationPolicy has tested it and removed the taint. It runs no
+// workload and has no NPD (a simulated node).
+func (w *World) addNode(ctx context.Context, name string) (string, error) {
+	m := newNodeName.FindStringSubmatch(name)
+	if m == nil {
+		return "", &BadRequestError{fmt.Sprintf("new-node: name the node <prefix>-<NNN>, e.g. %s, not %q", w.nextNodeName(), name)}
+	}
+	if w.hasNode(name) {
+		return "", &BadRequestError{fmt.Sprintf("new-node: node %s exists; a new node needs a new name, e.g. %s", name, w.nextNodeName())}
+	}
+	start, err := strconv.Atoi(m[3])
+	if err != nil {
+		return "", &BadRequestError{fmt.Sprintf("new-node: %q: %v", name, err)}
+	}
+	nodes, err := w.Cluster.CreateGPUNodes(ctx, 1, localcluster.NodeSpec{NamePrefix: m[1], Start: start, MIGEvery: 0,
+		Labels: map[string]string{labelDevicePlugin: "true"},
+		Taints: []corev1.Taint{{Key: v1alpha1.TaintUnvalidated, Effect: corev1.TaintEffectNoSchedule}}})
+	if err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return "", &BadRequestError{fmt.Sprintf("new-node: node %s exists", name)}
+		}
+		return "", fmt.Errorf("new-node: %w", err)
+	}
+	w.mu.Lock()
+	w.joined = append(w.joined, nodes[0].Name)
+	w.bootSeq[name] = 1
+	w.mu.Unlock()
+	if err := setBootID(ctx, w.Cluster, name, simBootID(name, 1)); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("node %s registered with the taint %s:NoSchedule (8 GPUs, device plugin, zone %s); nothing is scheduled on it until a GPU test passes",
+		name, v1alpha1.TaintUnvalidated, nodes[0].Labels[corev1.LabelTopologyZone]), nil
+}
+
+// nextNodeName is a name no node has: the next number after the last.
+func (w *World) nextNodeName() string {
+	w.mu.Lock()
+	n := len(w.Nodes) + len(w.joined)
+	w.mu.Unlock()
+	for ; ; n++ {
+		name := localcluster.NodeSpec{}.NodeName(n)
+		if !w.hasNode(name) {
+			return name
 		}
 	}
-	return false
+}
+
+// JoinedNodes are the nodes new-node added, in order.
+func (w *World) JoinedNodes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.joined...)
+}
+
+// labelNode sets a label on a node.
+func (w *World) labelNode(ctx context.Context, node, key, value string) error {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+	if _, err := w.Cluster.Clientset.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("label node %s %s=%s: %w", node, key, value, err)
+	}
+	return nil
 }
 
 // setCondition sets a detector condition on a simulated node as NPD does

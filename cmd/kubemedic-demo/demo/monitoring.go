@@ -182,7 +182,8 @@ func (w *World) startNodeConditionExporter() (string, error) {
 }
 
 // nodeConditionMetrics renders kube_node_status_condition for the nodes'
-// kubemedic conditions.
+// kubemedic conditions: the detectors' and GPUValidationFailed, which the
+// remediator sets after a failed GPU test (KubemedicGPUValidationFailed).
 func nodeConditionMetrics(nodes []corev1.Node) string {
 	var b strings.Builder
 	b.WriteString("# HELP kube_node_status_condition The condition of a cluster node.\n# TYPE kube_node_status_condition gauge\n")
@@ -190,7 +191,7 @@ func nodeConditionMetrics(nodes []corev1.Node) string {
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for _, n := range nodes {
 		for _, c := range n.Status.Conditions {
-			if _, ours := v1alpha1.ConditionReasons[string(c.Type)]; !ours {
+			if _, ours := v1alpha1.ConditionReasons[string(c.Type)]; !ours && string(c.Type) != v1alpha1.ConditionGPUValidationFailed {
 				continue
 			}
 			for _, s := range []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown} {

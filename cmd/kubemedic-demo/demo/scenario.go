@@ -45,6 +45,9 @@ var Scenarios = []Scenario{
 	{"idle", "two idle notebooks → a Slack DM each → one is snoozed and kept, the other is stopped after the grace period", 5 * time.Minute, runIdle},
 	{"dstate", "a process of a deleted pod stuck in D state → drain → reboot by policy → healthy", 3 * time.Minute, runDState},
 	{"exclusion", "a fatal Xid on GPU 0 of the DRA node → that GPU alone is excluded by DeviceTaintRule, the node stays schedulable → the restarted worker's pod waits (7 of 8 run; the scheduler says why) → reset → verified → rule removed → the pod gets the repaired GPU", 2 * time.Minute, runExclusion},
+	{"silent-gpu", "an Xid that a reset clears, on a GPU that still fails DCGM's memory test → reset → every passive check clean, but the GPU test fails: still cordoned → reboot → the test fails again → quarantine → the issue names the failed test and GPU", 3 * time.Minute, runSilentGPU},
+	{"new-node", "a node joins with the taint kubemedic.io/unvalidated → a GPU test bound to it → pass → the taint is removed and it serves", time.Minute, runNewNode},
+	{"background", "a training job ends and its node's 8 GPUs are idle → a background GPU test runs there at a negative priority → a training job that needs the whole node arrives → the scheduler preempts the test and binds the job; the test is no result, tried again later", 3 * time.Minute, runBackground},
 }
 
 // FindScenario returns the scenario called name.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/remediator/diagnostics"
+	"github.com/kubemedic/kubemedic/remediator/plan"
 
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
@@ -39,6 +40,9 @@ var opDuration = map[string]time.Duration{
 	"reboot":                  8 * time.Minute,
 	"remount-nfs":             30 * time.Second,
 	"collect-gpu-diagnostics": 90 * time.Second,
+	// DCGM's diagnostics at level 2 on 8 GPUs: a few minutes. A background
+	// test runs longer in the demo (backgroundTestDuration).
+	validateTemplate: 3 * time.Minute,
 }
 
 // defaultOpDuration is the duration of any other operation.
@@ -59,6 +63,11 @@ const defaultOpDuration = 30 * time.Second
 //     conditions clear. On a node with a faulty GPU the Xid is logged again
 //     right after the boot, as a GPU that is broken does.
 //   - remount-nfs: the mount is back (when the NFS server answers).
+//   - validate-dcgm (a GPU test: a step's validate, a join or a background
+//     test): the real kubemedic-validate on DCGM's real output, failing GPU
+//     0's memory test on a silent-gpu node (validate.go). A background test
+//     runs longer (backgroundTestDuration), so that a real pod can preempt
+//     it; a preempted pod is being deleted, and is not played.
 //   - anything else: the pod Succeeded.
 //
 // It also ticks every fake root's uptime, and keeps dcgm-exporter's series
@@ -95,7 +104,7 @@ func (w *World) simulate(ctx context.Context) {
 		for i := range pods.Items {
 			p := &pods.Items[i]
 			uid := string(p.UID)
-			if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil || plan.Preempted(p) {
 				continue
 			}
 			running[uid] = true
@@ -107,6 +116,9 @@ func (w *World) simulate(ctx context.Context) {
 				d, ok := opDuration[p.Labels[v1alpha1.LabelTemplate]]
 				if !ok {
 					d = defaultOpDuration
+				}
+				if isBackgroundTest(p) {
+					d = backgroundTestDuration
 				}
 				if time.Since(seen[uid]) < d/time.Duration(w.Speed) {
 					continue
@@ -152,6 +164,8 @@ func (w *World) play(ctx context.Context, p *corev1.Pod) (bool, string) {
 	faulty := w.faulty[node]
 	w.mu.Unlock()
 	switch tpl {
+	case validateTemplate:
+		return w.validate(ctx, p)
 	case "collect-gpu-diagnostics":
 		return w.capture(ctx, p, root)
 	case "reset-gpu":

@@ -70,6 +70,11 @@ type Timeline struct {
 	// reschedules and waits are the records behind Reschedules and Waits.
 	reschedules []Reschedule
 	waits       []Wait
+
+	tests       map[types.UID]*testState // background test pods seen running
+	preemptions []*Preemption
+	unvalidated map[string]bool   // node -> carries the join taint
+	validations map[string]string // NodeValidation -> what was printed of it
 }
 
 // NewTimeline makes a timeline reading from info's demo.
@@ -137,6 +142,7 @@ func (t *Timeline) Poll(ctx context.Context) error {
 		t.breakers = map[string]string{}
 		t.pods, t.lastNode, t.stopped = map[types.UID]*podState{}, map[string]string{}, map[types.UID]string{}
 		t.evictions, t.rules, t.reclaimed = map[types.UID][]eviction{}, map[string]string{}, map[string]bool{}
+		t.tests, t.unvalidated, t.validations = map[types.UID]*testState{}, map[string]bool{}, map[string]string{}
 	}
 	if err := t.pollNodes(ctx); err != nil {
 		return err
@@ -156,6 +162,9 @@ func (t *Timeline) Poll(ctx context.Context) error {
 	if err := t.pollPods(ctx); err != nil {
 		return err
 	}
+	if err := t.pollValidations(ctx); err != nil {
+		return err
+	}
 	if err := t.pollIssues(ctx); err != nil {
 		return err
 	}
@@ -170,7 +179,7 @@ func (t *Timeline) pollNodes(ctx context.Context) error {
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		for _, c := range n.Status.Conditions {
-			if _, ours := v1alpha1.ConditionReasons[string(c.Type)]; !ours {
+			if _, ours := v1alpha1.ConditionReasons[string(c.Type)]; !ours && string(c.Type) != v1alpha1.ConditionGPUValidationFailed {
 				continue
 			}
 			key := n.Name + "/" + string(c.Type)
@@ -203,6 +212,65 @@ func (t *Timeline) pollNodes(ctx context.Context) error {
 			}
 		}
 		t.cordoned[n.Name] = state
+		tainted := plan.HasTaint(n, v1alpha1.TaintUnvalidated)
+		if old, seen := t.unvalidated[n.Name]; seen && old != tainted || !seen && tainted {
+			if tainted {
+				t.line("unvalidated", "node/"+n.Name, "carries the taint "+v1alpha1.TaintUnvalidated+":NoSchedule: no pod is placed on it until a GPU test passes")
+			} else {
+				t.line("validated", "node/"+n.Name, "the taint "+v1alpha1.TaintUnvalidated+" is removed: it serves")
+			}
+		}
+		t.unvalidated[n.Name] = tainted
+	}
+	return nil
+}
+
+// pollValidations prints what the NodeValidations say about the tests
+// outside of a repair: a join test started, a test's result, a background
+// test preempted. Background tests that wait for GPUs and are put off
+// (most, on a busy cluster) are not printed.
+func (t *Timeline) pollValidations(ctx context.Context) error {
+	var list v1alpha1.NodeValidationList
+	if err := t.Kube.List(ctx, &list); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil
+		}
+		return fmt.Errorf("list nodevalidations: %w", err)
+	}
+	for _, nv := range list.Items {
+		st := nv.Status
+		var last, join string
+		if l := st.Last; l != nil && l.CompletionTime != nil {
+			last = string(l.Result) + " " + l.CompletionTime.UTC().Format(time.RFC3339)
+		}
+		if c := st.Current; c != nil && st.Mode == v1alpha1.ValidationJoin {
+			join = c.PodName
+		}
+		v := fmt.Sprintf("%s|%s|%d", last, join, st.Preemptions)
+		old, seen := t.validations[nv.Name]
+		t.validations[nv.Name] = v
+		if !seen && last == "" && join == "" && st.Preemptions == 0 || old == v {
+			continue
+		}
+		var was []string
+		if seen {
+			was = strings.SplitN(old, "|", 3)
+		} else {
+			was = []string{"", "", "0"}
+		}
+		obj := "nodevalidation/" + nv.Name
+		switch {
+		case last != "" && last != was[0]:
+			kind := "test passed"
+			if st.Last.Result == v1alpha1.ValidationFailed {
+				kind = "test failed"
+			}
+			t.line(kind, obj, oneLine(st.Message, 140))
+		case join != "" && join != was[1]:
+			t.line("testing", obj, oneLine(st.Message, 140))
+		case fmt.Sprint(st.Preemptions) != was[2]:
+			t.line("put off", obj, oneLine(st.Message, 140))
+		}
 	}
 	return nil
 }

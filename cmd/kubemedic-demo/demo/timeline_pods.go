@@ -62,6 +62,33 @@ type Wait struct {
 	Devices []string
 }
 
+// Preemption is a background GPU test a real pod preempted: the test pod
+// the timeline saw running on Node, when the scheduler marked it for
+// preemption (or the timeline found it gone), and the pod bound to Node
+// after it.
+type Preemption struct {
+	Namespace, Test, Node string
+	StartedAt             time.Time
+	// PreemptedAt is when the timeline saw the pod's DisruptionTarget
+	// condition, or found it gone; Reason is the condition's reason
+	// (PreemptionByScheduler), empty when it was gone.
+	PreemptedAt time.Time
+	Reason      string
+	// Pod (namespace/name) was bound to Node at BoundAt, after the test
+	// was preempted; empty when the timeline saw none.
+	Pod     string
+	BoundAt time.Time
+}
+
+// testState is what the timeline remembers of a background test pod.
+type testState struct {
+	ns, name, node string
+	started        time.Time
+	// ended: the pod Succeeded or Failed (a result, not a preemption).
+	ended     bool
+	preempted *Preemption
+}
+
 // podState is what the timeline remembers of a pod.
 type podState struct {
 	ns, name, node string
@@ -97,6 +124,82 @@ func (t *Timeline) Reschedules() []Reschedule { return append([]Reschedule(nil),
 // Waits are the pods the scheduler could not place at first and placed
 // later, in order. Read it after Run has returned.
 func (t *Timeline) Waits() []Wait { return append([]Wait(nil), t.waits...) }
+
+// Preemptions are the background tests the timeline saw start and then
+// preempted, in order. Read it after Run has returned.
+func (t *Timeline) Preemptions() []Preemption {
+	out := make([]Preemption, len(t.preemptions))
+	for i, p := range t.preemptions {
+		out[i] = *p
+	}
+	return out
+}
+
+// pollTest follows a background test pod: it started on its node's free
+// GPUs, it was preempted (the API server's DisruptionTarget condition), or
+// it ended. A preemption frees the node's GPUs for the pod that caused it
+// (boundAfterPreemption).
+func (t *Timeline) pollTest(p *corev1.Pod, now time.Time) {
+	st := t.tests[p.UID]
+	if st == nil {
+		if p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			return // waiting for the GPUs: most do, and are put off; not the story
+		}
+		st = &testState{ns: p.Namespace, name: p.Name, node: p.Spec.NodeName, started: now}
+		t.tests[p.UID] = st
+		t.line("testing", "pod/"+p.Namespace+"/"+p.Name, fmt.Sprintf("background GPU test of %s started: the scheduler placed it on the node's free GPUs at priority class %s; any real pod preempts it",
+			st.node, p.Spec.PriorityClassName))
+	}
+	if st.ended || st.preempted != nil {
+		return
+	}
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		st.ended = true
+		return
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			t.testPreempted(st, now, c.Reason, fmt.Sprintf("%s: %s", c.Reason, c.Message))
+			return
+		}
+	}
+}
+
+// testEnded reports whether the node's record has the test's result: the
+// pod ended and was deleted between two polls.
+func (t *Timeline) testEnded(ctx context.Context, st *testState) bool {
+	var nv v1alpha1.NodeValidation
+	if err := t.Kube.Get(ctx, client.ObjectKey{Name: st.node}, &nv); err != nil {
+		return false
+	}
+	return nv.Status.Last != nil && nv.Status.Last.PodName == st.name
+}
+
+// testPreempted records a background test that was preempted, or gone
+// before it ended.
+func (t *Timeline) testPreempted(st *testState, now time.Time, reason, why string) {
+	st.preempted = &Preemption{Namespace: st.ns, Test: st.name, Node: st.node, StartedAt: st.started, PreemptedAt: now, Reason: reason}
+	t.preemptions = append(t.preemptions, st.preempted)
+	t.line("preempted", "pod/"+st.ns+"/"+st.name, fmt.Sprintf("background GPU test on %s stopped after %s, no result: %s", st.node, now.Sub(st.started).Round(time.Second), why))
+	t.freed = append(t.freed, freed{node: st.node, what: "the scheduler preempted background test " + st.name, at: now})
+}
+
+// boundAfterPreemption is the preemption of a background test on node
+// that a pod placed there now follows: the latest one that no pod
+// followed yet, from at most preemptionWindow ago.
+func (t *Timeline) boundAfterPreemption(node string, now time.Time) *Preemption {
+	for i := len(t.preemptions) - 1; i >= 0; i-- {
+		if p := t.preemptions[i]; p.Node == node && p.Pod == "" && now.Sub(p.PreemptedAt) <= preemptionWindow {
+			return p
+		}
+	}
+	return nil
+}
+
+// preemptionWindow is how long after a preemption a pod bound to the node
+// is taken for the one that caused it: the victim's grace period (5 s)
+// and a few polls.
+const preemptionWindow = 15 * time.Second
 
 // pollRules prints kubemedic's DeviceTaintRules as they come and go, and
 // records a removal as GPUs freed on the rule's node. An API server that
@@ -205,8 +308,14 @@ func (t *Timeline) pollPods(ctx context.Context) error {
 	now := time.Now()
 	var live []*corev1.Pod
 	present := map[types.UID]bool{}
+	liveTests := map[types.UID]bool{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
+		if isBackgroundTest(p) {
+			liveTests[p.UID] = true
+			t.pollTest(p, now)
+			continue
+		}
 		if p.Labels[v1alpha1.LabelTemplate] != "" || p.Labels[v1alpha1.LabelOperation] != "" {
 			continue
 		}
@@ -217,6 +326,15 @@ func (t *Timeline) pollPods(ctx context.Context) error {
 		if p.DeletionTimestamp == nil {
 			live = append(live, p)
 		}
+	}
+	for uid, st := range t.tests {
+		if liveTests[uid] {
+			continue
+		}
+		if !st.ended && st.preempted == nil && !t.testEnded(ctx, st) {
+			t.testPreempted(st, now, "", "the pod is gone before it ended (preempted, drained or deleted)")
+		}
+		delete(t.tests, uid)
 	}
 	for uid, st := range t.pods {
 		if present[uid] {
@@ -288,6 +406,10 @@ func (t *Timeline) scheduled(ctx context.Context, st *podState, p *corev1.Pod, n
 		ev := evs[0]
 		t.evictions[st.ctrl] = evs[1:]
 		move = &Reschedule{Namespace: st.ns, Evicted: ev.pod, From: ev.node, EvictedAt: ev.at, Pod: st.name, To: st.node, ScheduledAt: now}
+	}
+	if pre := t.boundAfterPreemption(st.node, now); pre != nil {
+		pre.Pod, pre.BoundAt = st.ns+"/"+st.name, now
+		parts = append(parts, fmt.Sprintf("bound to %s, on the GPUs of background test %s, %s after the scheduler preempted it", st.node, pre.Test, now.Sub(pre.PreemptedAt).Round(100*time.Millisecond)))
 	}
 	if !st.pendingSince.IsZero() {
 		wt := Wait{Namespace: st.ns, Pod: st.name, Reason: st.pendingMsg, Since: st.pendingSince, Node: st.node, ScheduledAt: now, GPU: st.gpu}

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kubemedic/kubemedic/alertbridge/ghfake"
 	"github.com/kubemedic/kubemedic/internal/localcluster"
@@ -34,6 +36,28 @@ var draPolicy []byte
 
 // draPolicyFile names it in messages.
 const draPolicyFile = "cmd/kubemedic-demo/demo/gpu-xid-dra.yaml"
+
+// silentPolicy is the demo's policy for the silent-gpu fault: the reset
+// ladder with the validation gate on each repair.
+//
+//go:embed gpu-xid-silent.yaml
+var silentPolicy []byte
+
+// silentPolicyFile names it in messages.
+const silentPolicyFile = "cmd/kubemedic-demo/demo/gpu-xid-silent.yaml"
+
+// validationPolicy is the demo's ValidationPolicy: the join gate and the
+// background tests.
+//
+//go:embed gpu-validation-demo.yaml
+var validationPolicy []byte
+
+// validationPolicyFile names it in messages.
+const validationPolicyFile = "cmd/kubemedic-demo/demo/gpu-validation-demo.yaml"
+
+// priorityClassFile is the PriorityClass of the background tests, which
+// the remediator's deployment ships.
+const priorityClassFile = "deploy/remediator/validation.yaml"
 
 // Names the demo world uses.
 const (
@@ -164,6 +188,8 @@ type World struct {
 	procs    []*localcluster.Process
 	stoppers []func() error
 	faulty   map[string]bool // nodes whose GPU resets fail and whose Xid returns after a reboot
+	silent   map[string]int  // silent-gpu nodes: the GPU that fails DCGM's memory test
+	joined   []string        // nodes new-node added, after Nodes
 	bootSeq  map[string]int  // simulated nodes' boot counters
 	slackLog []SlackMessage
 	seq      int // names of the pods and processes inject makes
@@ -202,7 +228,7 @@ func Start(ctx context.Context, o Options) (_ *World, err error) {
 		return nil, err
 	}
 	w := &World{opts: o, start: time.Now(), out: &lockedWriter{w: o.Out}, Speed: o.Speed,
-		Roots: map[string]*FakeRoot{}, faulty: map[string]bool{}, bootSeq: map[string]int{}}
+		Roots: map[string]*FakeRoot{}, faulty: map[string]bool{}, silent: map[string]int{}, bootSeq: map[string]int{}}
 	defer func() {
 		if err != nil {
 			_ = w.Stop()
@@ -397,11 +423,29 @@ func setBootID(ctx context.Context, c *localcluster.Cluster, node, bootID string
 // applyPolicies applies the example policies and templates, sped up.
 func (w *World) applyPolicies(ctx context.Context) error {
 	dir := filepath.Join(w.opts.RepoRoot, "policies/examples")
-	docs, problems := policies.LoadFiles(dir)
+	loaded, problems := policies.LoadFiles(dir)
+	// The examples' ValidationPolicies are left out: the demo's own tests
+	// the same nodes, and a node is tested by the first policy by name.
+	var docs []*policies.Document
+	var skipped []string
+	for _, d := range loaded {
+		if vp, ok := d.Object.(*v1alpha1.ValidationPolicy); ok {
+			skipped = append(skipped, vp.Name)
+			continue
+		}
+		docs = append(docs, d)
+	}
 	examples := len(docs)
-	if len(w.DRANodes) > 0 {
-		dra, ps := policies.Load(draPolicyFile, draPolicy)
-		docs, problems = append(docs, dra...), append(problems, ps...)
+	for _, f := range []struct {
+		name string
+		b    []byte
+		want bool
+	}{{draPolicyFile, draPolicy, len(w.DRANodes) > 0}, {silentPolicyFile, silentPolicy, true}, {validationPolicyFile, validationPolicy, true}} {
+		if !f.want {
+			continue
+		}
+		ds, ps := policies.Load(f.name, f.b)
+		docs, problems = append(docs, ds...), append(problems, ps...)
 	}
 	problems = append(problems, policies.ValidateSet(docs)...)
 	if len(problems) > 0 {
@@ -439,7 +483,39 @@ func (w *World) applyPolicies(ctx context.Context) error {
 	if len(w.DRANodes) > 0 {
 		w.say("Applied the demo's policy gpu-xid-reset-dra (%s) for the DRA nodes: its reset excludes the one GPU instead of draining the node", draPolicyFile)
 	}
+	w.say("Applied the demo's policy gpu-xid-reset-validated (%s) for the silent-gpu story: each repair is proven by DCGM's diagnostics before the uncordon", silentPolicyFile)
+	pc, err := w.applyPriorityClass(ctx)
+	if err != nil {
+		return err
+	}
+	left := ""
+	if len(skipped) > 0 {
+		left = fmt.Sprintf(" (instead of the examples' %s)", strings.Join(skipped, ", "))
+	}
+	w.say("Applied the demo's ValidationPolicy demo-gpu-validation (%s)%s: a node that joins with the taint %s is tested before it serves; idle nodes are tested in the background at PriorityClass %s (%s)",
+		validationPolicyFile, left, v1alpha1.TaintUnvalidated, pc, priorityClassFile)
 	return nil
+}
+
+// applyPriorityClass creates the PriorityClass of the background tests
+// from the file the remediator's deployment ships, and returns its name.
+func (w *World) applyPriorityClass(ctx context.Context) (string, error) {
+	path := filepath.Join(w.opts.RepoRoot, priorityClassFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var pc schedulingv1.PriorityClass
+	if err := yaml.UnmarshalStrict(b, &pc); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	if pc.Kind != "PriorityClass" || pc.Name == "" {
+		return "", fmt.Errorf("%s: want one PriorityClass, found kind %q name %q", path, pc.Kind, pc.Name)
+	}
+	if err := w.Cluster.Client.Create(ctx, &pc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("apply PriorityClass %s from %s: %w", pc.Name, path, err)
+	}
+	return pc.Name, nil
 }
 
 func ensureNamespace(ctx context.Context, c client.Client, name string) error {
