@@ -91,14 +91,7 @@ func nodePod(r *v1alpha1.NodeValidation, phase corev1.PodPhase, msg string) *cor
 	if phase == corev1.PodRunning {
 		p.Status.StartTime = r.Status.Current.StartTime
 	}
-	if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
-		code := int32(0)
-		if phase == corev1.PodFailed {
-			code = 1
-		}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "validate", State: corev1.ContainerState{
-			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, FinishedAt: metav1.NewTime(testEnded)}}}}
-	}
+	endTestPod(p, msg)
 	return p
 }
 

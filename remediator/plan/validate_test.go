@@ -49,15 +49,22 @@ var testEnded = ago(10 * time.Second)
 // its termination message.
 func testPod(n int32, phase corev1.PodPhase, msg string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kubemedic", Name: ValidationPodName(op("op", "n1"), n)}, Status: corev1.PodStatus{Phase: phase}}
-	if phase == corev1.PodSucceeded || phase == corev1.PodFailed {
-		code := int32(0)
-		if phase == corev1.PodFailed {
-			code = 1
-		}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "validate", State: corev1.ContainerState{
-			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, FinishedAt: metav1.NewTime(testEnded)}}}}
-	}
+	endTestPod(p, msg)
 	return p
+}
+
+// endTestPod gives a pod that Succeeded or Failed its ended container,
+// with msg as its termination message, ended at testEnded.
+func endTestPod(p *corev1.Pod, msg string) {
+	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		return
+	}
+	code := int32(0)
+	if p.Status.Phase == corev1.PodFailed {
+		code = 1
+	}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "validate", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, FinishedAt: metav1.NewTime(testEnded)}}}}
 }
 
 func pods(ps ...*corev1.Pod) []*corev1.Pod { return ps }
