@@ -147,13 +147,10 @@ func runBackground(ctx context.Context, s *Session) error {
 	}
 	s.Timeline.line("inject", "deployment/"+job.Namespace+"/"+job.Name, "a training job that needs all 8 GPUs of "+node+" (pinned there), at the default priority")
 	err = s.until(ctx, "the training job to preempt the test and be bound", func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		if err := s.Kube.List(ctx, &pods, client.InNamespace(workloadNS), client.MatchingLabels{localcluster.LabelAppName: job.Name}); err != nil {
-			return false, fmt.Errorf("list the pods of %s: %w", job.Name, err)
-		}
+		// As the timeline saw it: the test preempted, the job bound after.
 		bound := false
-		for _, p := range pods.Items {
-			bound = bound || p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning
+		for _, p := range s.Timeline.Preemptions() {
+			bound = bound || p.Node == node && p.Test == test.Name && strings.HasPrefix(p.Pod, workloadNS+"/"+job.Name+"-")
 		}
 		if !bound {
 			return false, nil

@@ -165,14 +165,19 @@ func (t *Timeline) pollTest(p *corev1.Pod, now time.Time) {
 	}
 }
 
-// testEnded reports whether the node's record has the test's result: the
-// pod ended and was deleted between two polls.
+// testEnded reports whether the remediator ended the test: the node's
+// record has its result (the pod ended and was deleted between two polls),
+// or a new attempt replaced it after no answer.
 func (t *Timeline) testEnded(ctx context.Context, st *testState) bool {
 	var nv v1alpha1.NodeValidation
 	if err := t.Kube.Get(ctx, client.ObjectKey{Name: st.node}, &nv); err != nil {
 		return false
 	}
-	return nv.Status.Last != nil && nv.Status.Last.PodName == st.name
+	if l := nv.Status.Last; l != nil && l.PodName == st.name {
+		return true
+	}
+	c := nv.Status.Current
+	return c != nil && c.PodName != st.name
 }
 
 // testPreempted records a background test that was preempted, or gone
@@ -409,7 +414,11 @@ func (t *Timeline) scheduled(ctx context.Context, st *podState, p *corev1.Pod, n
 	}
 	if pre := t.boundAfterPreemption(st.node, now); pre != nil {
 		pre.Pod, pre.BoundAt = st.ns+"/"+st.name, now
-		parts = append(parts, fmt.Sprintf("bound to %s, on the GPUs of background test %s, %s after the scheduler preempted it", st.node, pre.Test, now.Sub(pre.PreemptedAt).Round(100*time.Millisecond)))
+		text := fmt.Sprintf("bound to %s, on the GPUs of background test %s, which the scheduler preempted for it", st.node, pre.Test)
+		if d := now.Sub(pre.PreemptedAt).Round(100 * time.Millisecond); d > 0 {
+			text += fmt.Sprintf(" (seen %s after the preemption)", d)
+		}
+		parts = append(parts, text)
 	}
 	if !st.pendingSince.IsZero() {
 		wt := Wait{Namespace: st.ns, Pod: st.name, Reason: st.pendingMsg, Since: st.pendingSince, Node: st.node, ScheduledAt: now, GPU: st.gpu}

@@ -41,7 +41,9 @@ const dcgmFailExit = 226
 // simulator passes it, divided by the demo's speed: 25 s at the default.
 // DCGM's level 2 takes a few minutes on 8 GPUs, as the gate's tests take
 // here (opDuration); a background test is held longer so that a person
-// watching, and the background story, can see a real pod preempt one.
+// watching, and the background story, can see a real pod preempt one. It
+// must stay below the timeout of the demo's ValidationPolicy (40m), or
+// every background test that no pod preempts would be no answer.
 const backgroundTestDuration = 25 * time.Minute
 
 // isBackgroundTest reports whether p is a ValidationPolicy's background

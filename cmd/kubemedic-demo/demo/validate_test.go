@@ -71,7 +71,7 @@ func TestValidatePlay(t *testing.T) {
 // the ValidationPolicy tests the device-plugin nodes in the background
 // with a budget, at the shipped PriorityClass.
 func TestDemoValidationPolicies(t *testing.T) {
-	examples, _ := examplePolicies(t)
+	examples, tpl := examplePolicies(t)
 	silent, problems := policies.Load(silentPolicyFile, silentPolicy)
 	require.Empty(t, problems)
 	vals, problems := policies.Load(validationPolicyFile, validationPolicy)
@@ -120,4 +120,7 @@ func TestDemoValidationPolicies(t *testing.T) {
 	sped, _, err := speedUp(vp, DefaultSpeed)
 	require.NoError(t, err)
 	require.Equal(t, "30s", sped.(*v1alpha1.ValidationPolicy).Spec.Background.RetryAfter.Duration.String())
+	// A background test the simulator holds must end before its timeout,
+	// or every one no pod preempts would be no answer.
+	require.Less(t, backgroundTestDuration, policies.ValidateTimeout(&vp.Spec.Validate, tpl))
 }
