@@ -124,9 +124,11 @@ func PlanValidations(in ValidationPassInput) ValidationPass {
 			due = append(due, n)
 		}
 	}
-	// The budget goes to the nodes tested longest ago, never-tested first.
+	// The budget goes to the nodes due longest ago, never-tested first: a
+	// test put off or preempted is due again only after retryAfter, so
+	// busy nodes take turns instead of the first by name winning always.
 	sort.SliceStable(due, func(i, j int) bool {
-		a, b := lastTested(p.record(due[i])), lastTested(p.record(due[j]))
+		a, b := dueSince(p.record(due[i])), dueSince(p.record(due[j]))
 		if !a.Equal(b) {
 			return a.Before(b)
 		}
@@ -280,7 +282,12 @@ func (p *validationPass) eligible(n *corev1.Node) bool {
 	return ready
 }
 
-func lastTested(r *v1alpha1.NodeValidation) time.Time {
+// dueSince is when a node became due: its nextTime, else when it was
+// last tested; zero for a node never tested.
+func dueSince(r *v1alpha1.NodeValidation) time.Time {
+	if n := r.Status.NextTime; n != nil {
+		return n.Time
+	}
 	if l := r.Status.Last; l != nil && l.CompletionTime != nil {
 		return l.CompletionTime.Time
 	}

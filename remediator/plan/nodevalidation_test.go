@@ -247,6 +247,16 @@ func TestPlanValidations(t *testing.T) {
 				status: v1alpha1.ValidationPolicyStatus{Matched: 4, Validating: 2, Passed: 3, Due: 1}},
 		},
 		{
+			desc: "background: nodes whose tests were put off take turns: the one due longest ago first, never-tested before all",
+			nodes: []*corev1.Node{vnode("a"), vnode("b"), vnode("c"), vnode("z")},
+			recs: []*v1alpha1.NodeValidation{
+				nvRecord("a", nextAt(ago(time.Second))),
+				nvRecord("b", nextAt(ago(time.Minute))),
+				nvRecord("c", nextAt(ago(10*time.Second))),
+			},
+			want: want{pods: []string{"z/Background/1", "b/Background/1"}, current: true, status: v1alpha1.ValidationPolicyStatus{Matched: 4, Validating: 2, Due: 2}},
+		},
+		{
 			desc:  "background: a running test holds the budget",
 			nodes: []*corev1.Node{vnode("n1"), vnode("b"), vnode("c")},
 			recs:  []*v1alpha1.NodeValidation{bgRun},
