@@ -24,8 +24,15 @@ import (
 const (
 	prometheusRuleFile = "deploy/prometheus/prometheusrule.yaml"
 	rulesUnitTestFile  = "deploy/prometheus/rules_test.yaml"
-	runbooksFile       = "docs/runbooks.md"
-	runbookURLPrefix   = "https://github.com/kubemedic/kubemedic/blob/main/docs/runbooks.md#"
+	// bucketsUnitTestFile tests the recording rules of bucketGroup; a file
+	// of its own because promtool evaluates every group at the file's
+	// evaluation_interval.
+	bucketsUnitTestFile = "deploy/prometheus/gpu_buckets_test.yaml"
+	// bucketGroup is the one group of recording rules: dcgm-exporter's GPU
+	// utilisation in fixed buckets for the janitor (docs/janitor.md).
+	bucketGroup      = "kubemedic-janitor-gpu-buckets"
+	runbooksFile     = "docs/runbooks.md"
+	runbookURLPrefix = "https://github.com/kubemedic/kubemedic/blob/main/docs/runbooks.md#"
 )
 
 // prometheusRule is prometheus-operator's PrometheusRule, with exactly the
@@ -44,16 +51,21 @@ type prometheusRuleSet struct {
 }
 
 type prometheusRuleGroup struct {
-	Name     string `json:"name"`
-	Interval string `json:"interval,omitempty"`
-	Rules    []struct {
-		Alert       string            `json:"alert,omitempty"`
-		Record      string            `json:"record,omitempty"`
-		Expr        string            `json:"expr"`
-		For         string            `json:"for,omitempty"`
-		Labels      map[string]string `json:"labels,omitempty"`
-		Annotations map[string]string `json:"annotations,omitempty"`
-	} `json:"rules"`
+	Name        string               `json:"name"`
+	Interval    string               `json:"interval,omitempty"`
+	QueryOffset string               `json:"query_offset,omitempty"`
+	Rules       []prometheusRuleRule `json:"rules"`
+}
+
+// prometheusRuleRule is an alerting rule (Alert) or a recording rule
+// (Record).
+type prometheusRuleRule struct {
+	Alert       string            `json:"alert,omitempty"`
+	Record      string            `json:"record,omitempty"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // readPrometheusRule decodes the PrometheusRule strictly.
@@ -70,7 +82,7 @@ func readPrometheusRule(t *testing.T) prometheusRule {
 }
 
 // writeRulesFile writes the PrometheusRule's spec as a Prometheus rules
-// file, named as rules_test.yaml expects, next to a copy of rules_test.yaml.
+// file, named as the unit test files expect, next to copies of them.
 func writeRulesFile(t *testing.T) (dir string) {
 	t.Helper()
 	pr := readPrometheusRule(t)
@@ -78,14 +90,18 @@ func writeRulesFile(t *testing.T) (dir string) {
 	require.NoError(t, err)
 	dir = t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kubemedic-rules.yaml"), out, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules_test.yaml"), readRepoFile(t, rulesUnitTestFile), 0o644))
+	for _, f := range []string{rulesUnitTestFile, bucketsUnitTestFile} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.Base(f)), readRepoFile(t, f), 0o644))
+	}
 	return dir
 }
 
 // TestPrometheusRulesPromtool checks the rules with Prometheus' own
 // promtool: `check rules` (syntax, PromQL, templates) and `test rules`, the
 // unit tests in deploy/prometheus/rules_test.yaml that feed series and
-// assert which alerts fire, when, with which labels and annotations.
+// assert which alerts fire, when, with which labels and annotations, and
+// in deploy/prometheus/gpu_buckets_test.yaml, which pin the values the
+// recording rules record.
 func TestPrometheusRulesPromtool(t *testing.T) {
 	promtool := harness.Tool(t, "promtool")
 	dir := writeRulesFile(t)
@@ -96,7 +112,7 @@ func TestPrometheusRulesPromtool(t *testing.T) {
 	require.NoError(t, err, "promtool check rules:\n%s", out)
 	require.Contains(t, string(out), "SUCCESS")
 
-	test := exec.Command(promtool, "test", "rules", "rules_test.yaml")
+	test := exec.Command(promtool, "test", "rules", filepath.Base(rulesUnitTestFile), filepath.Base(bucketsUnitTestFile))
 	test.Dir = dir
 	out, err = test.CombinedOutput()
 	require.NoError(t, err, "promtool test rules:\n%s", out)
@@ -121,8 +137,11 @@ func TestPrometheusRulesCoverage(t *testing.T) {
 	conditionRef := regexp.MustCompile(`kube_node_status_condition\{condition="([A-Za-z]+)",status="true"\}`)
 	for _, g := range pr.Spec.Groups {
 		require.True(t, strings.HasPrefix(g.Name, "kubemedic-"), "group %s", g.Name)
+		if g.Name == bucketGroup {
+			continue // recording rules: TestJanitorGPUBucketRules
+		}
 		for _, r := range g.Rules {
-			require.NotEmpty(t, r.Alert, "group %s: only alerts here", g.Name)
+			require.NotEmpty(t, r.Alert, "group %s: only alerts here (recording rules go in %s)", g.Name, bucketGroup)
 			t.Run(r.Alert, func(t *testing.T) {
 				require.False(t, alerts[r.Alert], "alert %s twice", r.Alert)
 				alerts[r.Alert] = true
