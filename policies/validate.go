@@ -215,6 +215,9 @@ func validateValidate(v *v1alpha1.ValidateSpec, p *field.Path) field.ErrorList {
 func validateValidationPolicySpec(s *v1alpha1.ValidationPolicySpec, p *field.Path) field.ErrorList {
 	errs := validateSelector(s.NodeSelector, p.Child("nodeSelector"))
 	errs = append(errs, validateValidate(&s.Validate, p.Child("validate"))...)
+	if s.Join != nil && s.Join.TaintNewNodes && s.NodeSelector == nil {
+		errs = append(errs, field.Required(p.Child("nodeSelector"), "join.taintNewNodes needs a nodeSelector: without one, every new node (CPU and system nodes too) would be tainted until a GPU test passes"))
+	}
 	b := s.Background
 	if b == nil {
 		if s.Join == nil {

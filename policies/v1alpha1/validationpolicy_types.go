@@ -52,6 +52,7 @@ type ValidationPolicy struct {
 }
 
 // ValidationPolicySpec is which nodes are tested, with what, when.
+// +kubebuilder:validation:XValidation:rule="!has(self.join) || !has(self.join.taintNewNodes) || !self.join.taintNewNodes || has(self.nodeSelector)",message="join.taintNewNodes needs a nodeSelector: without one, every new node (CPU and system nodes too) would be tainted until a GPU test passes"
 // +kubebuilder:validation:XValidation:rule="has(self.join) || has(self.background)",message="say join: {} to test only nodes that register with the taint kubemedic.io/unvalidated, or add a background section"
 type ValidationPolicySpec struct {
 	// NodeSelector picks the nodes the policy tests; empty selects every
@@ -104,6 +105,7 @@ type BackgroundSpec struct {
 	// +required
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a positive duration like 168h (units ns, us, ms, s, m, h; no days)"
 	Every metav1.Duration `json:"every"`
 
@@ -126,6 +128,7 @@ type BackgroundSpec struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a positive duration like 30m (units ns, us, ms, s, m, h; no days)"
 	WaitFor *metav1.Duration `json:"waitFor,omitempty"`
 
@@ -134,6 +137,7 @@ type BackgroundSpec struct {
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be more than 0"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a positive duration like 1h (units ns, us, ms, s, m, h; no days)"
 	RetryAfter *metav1.Duration `json:"retryAfter,omitempty"`
 }

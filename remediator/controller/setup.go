@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -180,11 +181,21 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	allValidation := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		return validationPolicyRequests(ctx, c)
 	})
+	// A test pod's policy is its record's: the label holds the policy's
+	// name only when it fits a label value.
 	testPodPolicy := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		if name := o.GetLabels()[v1alpha1.LabelValidationPolicy]; name != "" && o.GetNamespace() == opts.Namespace {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+		if _, ok := o.GetLabels()[v1alpha1.LabelValidationPolicy]; !ok || o.GetNamespace() != opts.Namespace {
+			return nil
 		}
-		return nil
+		owner := metav1.GetControllerOf(o)
+		if owner == nil || owner.Kind != "NodeValidation" {
+			return nil
+		}
+		rec := &v1alpha1.NodeValidation{}
+		if err := c.Get(ctx, client.ObjectKey{Name: owner.Name}, rec); err != nil {
+			return validationPolicyRequests(ctx, c)
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: rec.Spec.Policy}}}
 	})
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("validationpolicy").

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kubemedic/kubemedic/policies"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/remediator/plan"
 )
@@ -49,6 +50,18 @@ func (r *ValidationPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("validationPolicy", klog.KObj(pol)))
+	// A policy the API server took but policy validate refuses (a zero
+	// duration, a bad selector) tests nothing, and says why; the other
+	// policies go on.
+	check := pol.DeepCopy()
+	policies.SetDefaults(check)
+	if errs := policies.Validate(check); len(errs) > 0 {
+		msg := fmt.Sprintf("ValidationPolicy %s is invalid, so it tests nothing and nodes with the taint %s keep it: %s", pol.Name, v1alpha1.TaintUnvalidated, errs.ToAggregate().Error())
+		if r.setReady(ctx, pol, pol.Status, metav1.ConditionFalse, "Invalid", msg) {
+			r.Recorder.Eventf(pol, nil, corev1.EventTypeWarning, "Invalid", "Validate", "%s", plan.Truncate(msg, 1024))
+		}
+		return ctrl.Result{}, nil
+	}
 	in, err := r.input(ctx, pol)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -60,26 +73,39 @@ func (r *ValidationPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			errs = append(errs, err)
 		}
 	}
-	status := out.Status
-	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "TemplateFound", ObservedGeneration: pol.Generation,
-		Message: fmt.Sprintf("tests with NodeOperationTemplate %s", pol.Spec.Validate.Operation)}
-	if in.Template == nil {
-		ready.Status, ready.Reason = metav1.ConditionFalse, "TemplateNotFound"
-		ready.Message = fmt.Sprintf("NodeOperationTemplate %s does not exist: no test starts, and nodes with the taint %s keep it", pol.Spec.Validate.Operation, v1alpha1.TaintUnvalidated)
-	}
-	status.Conditions = append([]metav1.Condition(nil), pol.Status.Conditions...)
-	apimeta.SetStatusCondition(&status.Conditions, ready)
-	if !equality.Semantic.DeepEqual(status, pol.Status) {
-		orig := pol.DeepCopy()
-		pol.Status = status
-		if err := r.Client.Status().Patch(ctx, pol, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("patch status of ValidationPolicy %s: %w", pol.Name, err))
+	for _, p := range out.Orphans {
+		log.FromContext(ctx).Info("Deleting a test pod no NodeValidation names", "pod", klog.KObj(p))
+		if err := r.Client.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete test pod %s/%s that no record names: %w", p.Namespace, p.Name, err))
 		}
 	}
+	ready, reason := metav1.ConditionTrue, "TemplateFound"
+	msg := fmt.Sprintf("tests with NodeOperationTemplate %s", pol.Spec.Validate.Operation)
+	if in.Template == nil {
+		ready, reason = metav1.ConditionFalse, "TemplateNotFound"
+		msg = fmt.Sprintf("NodeOperationTemplate %s does not exist: no test starts, and nodes with the taint %s keep it", pol.Spec.Validate.Operation, v1alpha1.TaintUnvalidated)
+	}
+	r.setReady(ctx, pol, out.Status, ready, reason, msg)
 	if err := errors.Join(errs...); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: out.RequeueAfter}, nil
+}
+
+// setReady writes the policy's status with its Ready condition; it
+// reports whether the condition changed.
+func (r *ValidationPolicyReconciler) setReady(ctx context.Context, pol *v1alpha1.ValidationPolicy, status v1alpha1.ValidationPolicyStatus, ready metav1.ConditionStatus, reason, msg string) bool {
+	status.Conditions = append([]metav1.Condition(nil), pol.Status.Conditions...)
+	changed := apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: "Ready", Status: ready, Reason: reason, Message: plan.Truncate(msg, 32768), ObservedGeneration: pol.Generation})
+	if equality.Semantic.DeepEqual(status, pol.Status) {
+		return changed
+	}
+	orig := pol.DeepCopy()
+	pol.Status = status
+	if err := r.Client.Status().Patch(ctx, pol, client.MergeFrom(orig)); err != nil && !apierrors.IsNotFound(err) {
+		log.FromContext(ctx).Error(err, "Patch the ValidationPolicy's status")
+	}
+	return changed
 }
 
 // input gathers the pass's evidence: the policy's nodes, their records,
@@ -121,16 +147,25 @@ func (r *ValidationPolicyReconciler) input(ctx context.Context, pol *v1alpha1.Va
 	}
 	for _, n := range in.Nodes {
 		rec := in.Records[n.Name]
-		if rec == nil || rec.Status.Current == nil || rec.Status.Current.PodName == "" {
+		if rec == nil {
 			continue
 		}
-		pod, err := r.testPod(ctx, rec.Status.Current.PodName)
-		if err != nil {
-			return in, err
+		for _, name := range plan.NodeTestPods(rec) {
+			pod, err := r.testPod(ctx, name)
+			if err != nil {
+				return in, err
+			}
+			if pod != nil {
+				in.Pods[pod.Name] = pod
+			}
 		}
-		if pod != nil {
-			in.Pods[pod.Name] = pod
-		}
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(r.Namespace), client.MatchingLabels{v1alpha1.LabelValidationPolicy: plan.LabelValue(pol.Name)}); err != nil {
+		return in, fmt.Errorf("list the test pods of ValidationPolicy %s: %w", pol.Name, err)
+	}
+	for i := range pods.Items {
+		in.PolicyPods = append(in.PolicyPods, &pods.Items[i])
 	}
 	return in, nil
 }
@@ -158,7 +193,9 @@ type policySelector struct {
 	sel  labels.Selector
 }
 
-// validationSelectors are the policies' node selectors, by name.
+// validationSelectors are the policies' node selectors, by name. A
+// selector that does not parse selects nothing (its policy says so in its
+// Ready condition); the others go on.
 func validationSelectors(pols []v1alpha1.ValidationPolicy) ([]policySelector, error) {
 	out := make([]policySelector, 0, len(pols))
 	for i := range pols {
@@ -167,7 +204,7 @@ func validationSelectors(pols []v1alpha1.ValidationPolicy) ([]policySelector, er
 		if p.Spec.NodeSelector != nil {
 			s, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
 			if err != nil {
-				return nil, fmt.Errorf("ValidationPolicy %s: spec.nodeSelector: %w", p.Name, err)
+				continue
 			}
 			sel = s
 		}
@@ -192,11 +229,9 @@ func testedBy(sels []policySelector, n *corev1.Node) string {
 // says.
 func (r *ValidationPolicyReconciler) apply(ctx context.Context, pol *v1alpha1.ValidationPolicy, tpl *v1alpha1.NodeOperationTemplate, a *plan.NodeValidationAction) error {
 	node := a.Node.Name
-	if a.Record != nil {
-		if err := r.writeRecord(ctx, a); err != nil {
-			return err
-		}
-	}
+	// The node's side first: each write is idempotent, and a pass that
+	// fails after it reads the same ended pod again and makes it again.
+	// Written after the record, a failure would be lost with the pod.
 	if a.AddTaint || a.RemoveTaint {
 		if err := r.setUnvalidatedTaint(ctx, node, a.AddTaint); err != nil {
 			return err
@@ -212,6 +247,13 @@ func (r *ValidationPolicyReconciler) apply(ctx context.Context, pol *v1alpha1.Va
 			return err
 		}
 	}
+	// The record before its pod: a test pod exists only once a record
+	// names it.
+	if a.Record != nil {
+		if err := r.writeRecord(ctx, a); err != nil {
+			return err
+		}
+	}
 	if a.Pod != nil && tpl != nil {
 		pod := buildNodeTestPod(pol, tpl, a.Record, a.Node, a.Pod, r.Namespace)
 		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -221,12 +263,18 @@ func (r *ValidationPolicyReconciler) apply(ctx context.Context, pol *v1alpha1.Va
 		}
 	}
 	for _, p := range a.DeletePods {
-		if err := r.Client.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+		// With the pod's own grace: a pod deleted at once, still
+		// stopping, no longer counts for the kubelet, which could give
+		// its GPUs to another pod while the test still runs.
+		if err := r.Client.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete test pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
 	for _, e := range a.Events {
 		r.Recorder.Eventf(a.Node, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+	}
+	if a.Record == nil {
+		return nil
 	}
 	mode := string(a.Record.Status.Mode)
 	switch {
@@ -266,6 +314,19 @@ func (r *ValidationPolicyReconciler) writeRecord(ctx context.Context, a *plan.No
 		}
 		if old.ResourceVersion != rec.ResourceVersion {
 			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("nodevalidations").GroupResource(), rec.Name, errors.New("changed since the pass read it"))
+		}
+		if old.Spec.NodeUID != rec.Spec.NodeUID {
+			// A node replaced under the same name: the old node's record
+			// goes, with its pods (its dependents), and the new one
+			// starts empty, in one write, not a spec and a status apart.
+			uid := old.UID
+			if err := r.Client.Delete(ctx, old, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete NodeValidation %s of the node replaced under its name: %w", rec.Name, err)
+			}
+			fresh := &v1alpha1.NodeValidation{ObjectMeta: metav1.ObjectMeta{Name: rec.Name, OwnerReferences: rec.OwnerReferences}, Spec: rec.Spec}
+			a.Create = true
+			a.Record.ObjectMeta = fresh.ObjectMeta
+			return r.writeRecord(ctx, a)
 		}
 		if old.Spec != rec.Spec || !equality.Semantic.DeepEqual(old.OwnerReferences, rec.OwnerReferences) {
 			if err := r.Client.Update(ctx, rec); err != nil {
@@ -313,6 +374,33 @@ func (r *ValidationPolicyReconciler) setUnvalidatedTaint(ctx context.Context, na
 	})
 }
 
+// notServingTaints are the taints that say a node does not serve (yet or
+// any more): a test must not start there.
+var notServingTaints = []string{
+	v1alpha1.TaintQuarantined, v1alpha1.TaintUnvalidated,
+	"ToBeDeletedByClusterAutoscaler", "DeletionCandidateOfClusterAutoscaler",
+	"karpenter.sh/disrupted", "karpenter.sh/disruption",
+}
+
+// notServingPrefixes are the taint prefixes of the same: Kubernetes' own
+// node conditions and cordon, a cloud node not yet initialised, a Cluster
+// API node not yet initialised.
+var notServingPrefixes = []string{"node.kubernetes.io/", "node.cloudprovider.kubernetes.io/", "node.cluster.x-k8s.io/"}
+
+func notServing(key string) bool {
+	for _, k := range notServingTaints {
+		if key == k {
+			return true
+		}
+	}
+	for _, p := range notServingPrefixes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // buildNodeTestPod is a ValidationPolicy's test pod: the template's
 // container with every GPU of the node (buildValidationPod's rules).
 // A join test is bound to the node past its taint; a background test goes
@@ -356,8 +444,7 @@ func buildNodeTestPod(pol *v1alpha1.ValidationPolicy, tpl *v1alpha1.NodeOperatio
 func backgroundTolerations(n *corev1.Node) []corev1.Toleration {
 	var out []corev1.Toleration
 	for _, t := range n.Spec.Taints {
-		if t.Effect != corev1.TaintEffectNoSchedule || strings.HasPrefix(t.Key, "node.kubernetes.io/") ||
-			t.Key == v1alpha1.TaintQuarantined || t.Key == v1alpha1.TaintUnvalidated {
+		if t.Effect != corev1.TaintEffectNoSchedule || notServing(t.Key) {
 			continue
 		}
 		out = append(out, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOpEqual, Value: t.Value, Effect: t.Effect})

@@ -30,6 +30,9 @@ func TestBuildNodeTestPod(t *testing.T) {
 			{Key: v1alpha1.TaintQuarantined, Effect: corev1.TaintEffectNoSchedule},
 			{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule},
 			{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoExecute},
+			{Key: "ToBeDeletedByClusterAutoscaler", Value: "1700000000", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule},
 		}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}
 
@@ -60,5 +63,5 @@ func TestBuildNodeTestPod(t *testing.T) {
 	terms := bg.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	require.Equal(t, []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"n1"}}}, terms[0].MatchFields)
 	require.Equal(t, []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpEqual, Value: "present", Effect: corev1.TaintEffectNoSchedule}}, bg.Spec.Tolerations,
-		"only the taint real pods tolerate there: not the join, quarantine or cordon taints, and nothing NoExecute")
+		"only the taint real pods tolerate there: not the join, quarantine or cordon taints, not a node being removed or not yet initialised, and nothing NoExecute")
 }

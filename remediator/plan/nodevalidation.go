@@ -20,6 +20,16 @@ import (
 // once, then counts as a failure. A background test that is preempted,
 // deleted or finds the node busy is no result: it is tried again later.
 
+// JoinTaintWindow is how new a node must be for join.taintNewNodes to
+// taint it: a node that joined minutes ago, not one that serves already
+// and was selected later, or whose record was deleted.
+const JoinTaintWindow = 10 * time.Minute
+
+// OrphanAge is how old a test pod that no record names must be before a
+// pass deletes it: a pod just created may belong to a record the cache
+// does not show yet.
+const OrphanAge = time.Minute
+
 // JoinWaitPoll is how often a join test looks again for the GPUs of a
 // node that has none allocatable yet (its device plugin is starting).
 const JoinWaitPoll = 15 * time.Second
@@ -37,9 +47,12 @@ type ValidationPassInput struct {
 	Nodes []*corev1.Node
 	// Records are the NodeValidations, by node name.
 	Records map[string]*v1alpha1.NodeValidation
-	// Pods are the test pods the records name, by pod name: the cached
-	// ones, and a fresh read of those the cache lacks.
+	// Pods are the test pods the records name (NodeTestPods), by pod
+	// name: the cached ones, and a fresh read of those the cache lacks.
 	Pods map[string]*corev1.Pod
+	// PolicyPods are the cached test pods labelled with the policy: those
+	// no record names are deleted (Orphans).
+	PolicyPods []*corev1.Pod
 }
 
 // TestPod is a test pod to create.
@@ -84,6 +97,26 @@ type ValidationPass struct {
 	// RequeueAfter is when to look again with nothing changing; zero: on
 	// change only.
 	RequeueAfter time.Duration
+	// Orphans are test pods of the policy that no record names: their
+	// record moved on after a delete that failed, or the node left the
+	// policy. They are deleted, so none holds GPUs outside the budget.
+	Orphans []*corev1.Pod
+}
+
+// NodeTestPods are the names of the test pods a record may still have:
+// the current attempt's, or, while a retry waits for it to go, the
+// previous attempt's.
+func NodeTestPods(r *v1alpha1.NodeValidation) []string {
+	cur := r.Status.Current
+	switch {
+	case cur == nil:
+		return nil
+	case cur.PodName != "":
+		return []string{cur.PodName}
+	case cur.StartTime != nil && cur.Attempt > 1:
+		return []string{NodeTestPodName(r.Name, cur.StartTime.Time, cur.Attempt-1)}
+	}
+	return nil
 }
 
 // NodeTestPodName is a test pod's name: the node's, the run's start and
@@ -142,19 +175,50 @@ func PlanValidations(in ValidationPassInput) ValidationPass {
 		p.budget--
 		p.startBackground(n)
 	}
-	for i := range p.actions {
-		a := &p.actions[i]
+	written := map[string]*v1alpha1.NodeValidation{}
+	for _, a := range p.actions {
 		if a.Record != nil {
-			p.count(a.Record)
+			written[a.Node.Name] = a.Record
 		}
 	}
 	for _, n := range in.Nodes {
-		if !p.acted(n.Name) {
+		if r := written[n.Name]; r != nil {
+			p.count(r)
+		} else {
 			p.count(p.record(n))
 		}
 	}
 	p.status.ObservedGeneration = in.Policy.Generation
-	return ValidationPass{Actions: p.actions, Status: p.status, RequeueAfter: p.requeue}
+	return ValidationPass{Actions: p.actions, Status: p.status, RequeueAfter: p.requeue, Orphans: p.orphans()}
+}
+
+// orphans are the policy's test pods that no record names, old enough
+// that the cache has the record that would.
+func (p *validationPass) orphans() []*corev1.Pod {
+	named := map[string]bool{}
+	for _, r := range p.in.Records {
+		for _, name := range NodeTestPods(r) {
+			named[name] = true
+		}
+	}
+	for _, a := range p.actions {
+		if a.Record != nil {
+			for _, name := range NodeTestPods(a.Record) {
+				named[name] = true
+			}
+		}
+		for _, d := range a.DeletePods {
+			named[d.Name] = true
+		}
+	}
+	var out []*corev1.Pod
+	for _, pod := range p.in.PolicyPods {
+		if named[pod.Name] || pod.DeletionTimestamp != nil || p.in.Now.Sub(pod.CreationTimestamp.Time) < OrphanAge {
+			continue
+		}
+		out = append(out, pod)
+	}
+	return out
 }
 
 type validationPass struct {
@@ -173,15 +237,6 @@ func (p *validationPass) record(n *corev1.Node) *v1alpha1.NodeValidation {
 		return r
 	}
 	return &v1alpha1.NodeValidation{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
-}
-
-func (p *validationPass) acted(node string) bool {
-	for _, a := range p.actions {
-		if a.Node.Name == node {
-			return true
-		}
-	}
-	return false
 }
 
 func (p *validationPass) count(r *v1alpha1.NodeValidation) {
@@ -246,10 +301,12 @@ func (p *validationPass) node(n *corev1.Node) bool {
 		p.join(n, r)
 		return false
 	}
-	if r.Spec.NodeUID == "" && spec.Join != nil && spec.Join.TaintNewNodes && n.CreationTimestamp.After(p.in.Policy.CreationTimestamp.Time) {
+	if r.Spec.NodeUID == "" && spec.Join != nil && spec.Join.TaintNewNodes && !spec.Suspend && p.in.Template != nil &&
+		n.CreationTimestamp.After(p.in.Policy.CreationTimestamp.Time) && p.in.Now.Sub(n.CreationTimestamp.Time) < JoinTaintWindow {
 		a := p.change(n)
 		a.AddTaint = true
-		a.Record.Status.Message = Truncate(fmt.Sprintf("node %s joined after ValidationPolicy %s without the taint %s: tainted, so that it serves only after %s passes", n.Name, p.in.Policy.Name, v1alpha1.TaintUnvalidated, spec.Validate.Operation), maxMessage)
+		a.Record.Status.Message = Truncate(fmt.Sprintf("node %s joined after ValidationPolicy %s without the taint %s: tainted, so that it serves only after %s passes; pods already bound to it stay. To stop tainting new nodes, set join.taintNewNodes: false; removing the taint releases the node (it is not put on again)",
+			n.Name, p.in.Policy.Name, v1alpha1.TaintUnvalidated, spec.Validate.Operation), maxMessage)
 		a.emit(corev1.EventTypeNormal, v1alpha1.EventUnvalidatedTainted, a.Record.Status.Message)
 		return false
 	}
@@ -361,8 +418,10 @@ func (p *validationPass) start(a *NodeValidationAction, mode v1alpha1.Validation
 	var msg string
 	switch mode {
 	case v1alpha1.ValidationJoin:
-		msg = fmt.Sprintf("testing node %s's GPUs with pod %s/%s (%s) before it serves; it keeps the taint %s until the test passes", a.Node.Name, p.in.Namespace, st.PodName, v.Operation, v1alpha1.TaintUnvalidated)
-		p.requeueAt(p.in.Now.Add(policies.ValidateTimeout(v, p.in.Template)))
+		deadline := p.in.Now.Add(policies.ValidateTimeout(v, p.in.Template))
+		msg = fmt.Sprintf("testing node %s's GPUs with pod %s/%s (%s, attempt %d of %d) before it serves, until %s at the latest; it keeps the taint %s until the test passes",
+			a.Node.Name, p.in.Namespace, st.PodName, v.Operation, attempt, validationAttempts, deadline.UTC().Format(time.RFC3339), v1alpha1.TaintUnvalidated)
+		p.requeueAt(deadline)
 	default:
 		b := p.in.Policy.Spec.Background
 		msg = fmt.Sprintf("testing idle node %s's GPUs in the background with pod %s/%s (%s) at priority class %s: it starts only when the GPUs are free, any real pod preempts it, and it waits at most %s",
@@ -381,10 +440,23 @@ func (p *validationPass) running(n *corev1.Node, r *v1alpha1.NodeValidation) {
 	cur := r.Status.Current
 	v := &p.in.Policy.Spec.Validate
 	background := r.Status.Mode == v1alpha1.ValidationBackground
+	if cur.PodName == "" {
+		p.retryWhenGone(n, r)
+		return
+	}
 	pod := p.in.Pods[cur.PodName]
 	switch {
-	case pod != nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) && !(background && Preempted(pod)):
-		p.ended(n, pod)
+	case background && p.in.Policy.Spec.Background == nil:
+		p.putOff(n, pod, fmt.Sprintf("ValidationPolicy %s no longer tests in the background: the test pod %s/%s is stopped, no result", p.in.Policy.Name, p.in.Namespace, cur.PodName), false)
+		return
+	case background && !p.eligible(n):
+		// A repair (a cordon), a quarantine or another test's failure
+		// came first: the node is theirs, and a pass from this test must
+		// not overwrite their verdict.
+		p.putOff(n, pod, fmt.Sprintf("node %s no longer serves (cordoned, quarantined, not Ready, without GPUs or failing a test): the background test pod %s/%s is stopped, no result", n.Name, p.in.Namespace, cur.PodName), false)
+		return
+	case pod != nil && ended(pod) && !(background && Preempted(pod)):
+		p.judgeEnded(n, pod)
 		return
 	case background && (pod == nil || pod.DeletionTimestamp != nil || Preempted(pod)):
 		what := "was deleted before it ended (drained, or deleted by hand)"
@@ -426,6 +498,29 @@ func (p *validationPass) running(n *corev1.Node, r *v1alpha1.NodeValidation) {
 	p.noAnswer(n, pod, fmt.Sprintf("no report after %s; pod %s/%s was %s%s", timeout, pod.Namespace, pod.Name, pod.Status.Phase, podWaiting(pod)))
 }
 
+func ended(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// retryWhenGone starts the retry after no answer once the previous
+// attempt's pod is gone: it may hold the GPUs the retry asks for.
+func (p *validationPass) retryWhenGone(n *corev1.Node, r *v1alpha1.NodeValidation) {
+	cur := r.Status.Current
+	for _, name := range NodeTestPods(r) {
+		if old := p.in.Pods[name]; old != nil {
+			if old.DeletionTimestamp == nil {
+				a := p.change(n)
+				a.Record = nil
+				a.DeletePods = append(a.DeletePods, old)
+			}
+			p.requeueAt(p.in.Now.Add(ValidationRetryPoll))
+			return
+		}
+	}
+	a := p.change(n)
+	p.start(a, r.Status.Mode, cur.Attempt, cur.NoAnswer)
+}
+
 // Preempted reports whether the scheduler (or an eviction) marked the pod
 // for disruption: the DisruptionTarget condition, e.g. reason
 // PreemptionByScheduler.
@@ -438,8 +533,8 @@ func Preempted(pod *corev1.Pod) bool {
 	return false
 }
 
-// ended judges a test pod that ended.
-func (p *validationPass) ended(n *corev1.Node, pod *corev1.Pod) {
+// judgeEnded judges a test pod that ended.
+func (p *validationPass) judgeEnded(n *corev1.Node, pod *corev1.Pod) {
 	j := JudgeTestPod(pod)
 	if j.Outcome == TestNoAnswer {
 		p.noAnswer(n, pod, j.Message)
@@ -500,7 +595,8 @@ func (p *validationPass) fail(a *NodeValidationAction, st *v1alpha1.ValidationSt
 	p.next(a)
 	note := fmt.Sprintf("node %s failed %s: %s; %s=True (%s)", a.Node.Name, st.Template, msg, v1alpha1.ConditionGPUValidationFailed, reason)
 	if HasTaint(a.Node, v1alpha1.TaintUnvalidated) {
-		note += "; it keeps the taint " + v1alpha1.TaintUnvalidated + " until a test passes"
+		note += fmt.Sprintf("; it keeps the taint %s until a test passes: a RemediationPolicy's step with validate acting on %s, or `kubectl delete nodevalidation %s` to test it again",
+			v1alpha1.TaintUnvalidated, v1alpha1.ConditionGPUValidationFailed, a.Node.Name)
 	}
 	a.Record.Status.Message = Truncate(note, maxMessage)
 	a.emit(corev1.EventTypeWarning, v1alpha1.ReasonValidationFailed, note)
@@ -515,6 +611,13 @@ func (p *validationPass) noAnswer(n *corev1.Node, pod *corev1.Pod, msg string) {
 	}
 	if st.Attempt < validationAttempts {
 		a.emit(corev1.EventTypeWarning, v1alpha1.ReasonValidationNoAnswer, "no answer from the GPU test, which is no pass; trying once more: "+msg)
+		if pod != nil && !ended(pod) {
+			// It may hold the GPUs: the retry starts once it is gone.
+			st.Attempt, st.PodName, st.NoAnswer = st.Attempt+1, "", Truncate(msg, 512)
+			a.Record.Status.Message = Truncate(fmt.Sprintf("no answer from the GPU test: %s; trying once more once pod %s/%s is gone", msg, pod.Namespace, pod.Name), maxMessage)
+			p.requeueAt(p.in.Now.Add(ValidationRetryPoll))
+			return
+		}
 		p.start(a, a.Record.Status.Mode, st.Attempt+1, Truncate(msg, 512))
 		return
 	}
@@ -533,7 +636,14 @@ func (p *validationPass) putOff(n *corev1.Node, pod *corev1.Pod, msg string, pre
 	if pod != nil && pod.DeletionTimestamp == nil {
 		a.DeletePods = append(a.DeletePods, pod)
 	}
-	retry := policies.BackgroundRetryAfter(p.in.Policy.Spec.Background)
+	b := p.in.Policy.Spec.Background
+	if b == nil {
+		a.Record.Status.NextTime = nil
+		a.Record.Status.Message = Truncate(msg, maxMessage)
+		a.emit(corev1.EventTypeNormal, v1alpha1.EventValidationPutOff, msg)
+		return
+	}
+	retry := policies.BackgroundRetryAfter(b)
 	t := metav1.NewTime(p.in.Now.Add(retry))
 	a.Record.Status.NextTime = &t
 	reason := v1alpha1.EventValidationPutOff

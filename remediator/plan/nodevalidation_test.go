@@ -95,6 +95,21 @@ func nodePod(r *v1alpha1.NodeValidation, phase corev1.PodPhase, msg string) *cor
 	return p
 }
 
+// retryPending: attempt 2 waits for attempt 1's pod, started at start,
+// to go.
+func retryPending(start time.Time) recOpt {
+	return func(r *v1alpha1.NodeValidation) {
+		runningTest(v1alpha1.ValidationJoin, 1, start)(r)
+		r.Status.Current.Attempt, r.Status.Current.PodName, r.Status.Current.NoAnswer = 2, "", "no report after 20m0s"
+	}
+}
+
+func goingPod(p *corev1.Pod) *corev1.Pod {
+	t := metav1.NewTime(ago(time.Second))
+	p.DeletionTimestamp = &t
+	return p
+}
+
 func unbound(p *corev1.Pod) *corev1.Pod { p.Spec.NodeName = ""; return p }
 
 func preempted(p *corev1.Pod) *corev1.Pod {
@@ -190,7 +205,21 @@ func TestPlanValidations(t *testing.T) {
 			nodes: []*corev1.Node{vnode("n1", unvalidated)},
 			recs:  []*v1alpha1.NodeValidation{nvRecord("n1", runningTest(v1alpha1.ValidationJoin, 1, ago(21*time.Minute)))},
 			pods:  []*corev1.Pod{nodePod(nvRecord("n1", runningTest(v1alpha1.ValidationJoin, 1, ago(21*time.Minute))), corev1.PodPending, "")},
-			want:  want{pods: []string{"n1/Join/2"}, deleted: 1, current: true, event: v1alpha1.ReasonValidationNoAnswer, status: v1alpha1.ValidationPolicyStatus{Matched: 1, Validating: 1, Unvalidated: 1}},
+			want: want{deleted: 1, current: true, event: v1alpha1.ReasonValidationNoAnswer, message: "trying once more once pod kubemedic/",
+				requeueMax: ValidationRetryPoll, status: v1alpha1.ValidationPolicyStatus{Matched: 1, Validating: 1, Unvalidated: 1}},
+		},
+		{
+			desc:  "join: the retry waits while the first attempt's pod goes (it may hold the GPUs)",
+			nodes: []*corev1.Node{vnode("n1", unvalidated)},
+			recs:  []*v1alpha1.NodeValidation{nvRecord("n1", retryPending(start))},
+			pods:  []*corev1.Pod{goingPod(nodePod(nvRecord("n1", runningTest(v1alpha1.ValidationJoin, 1, start)), corev1.PodRunning, ""))},
+			want:  want{noActions: true, requeueMax: ValidationRetryPoll, status: v1alpha1.ValidationPolicyStatus{Matched: 1, Validating: 1, Unvalidated: 1}},
+		},
+		{
+			desc:  "join: the retry starts once the first attempt's pod is gone",
+			nodes: []*corev1.Node{vnode("n1", unvalidated)},
+			recs:  []*v1alpha1.NodeValidation{nvRecord("n1", retryPending(start))},
+			want:  want{pods: []string{"n1/Join/2"}, current: true, event: v1alpha1.EventValidationStarted, message: "attempt 2 of 2", status: v1alpha1.ValidationPolicyStatus{Matched: 1, Validating: 1, Unvalidated: 1}},
 		},
 		{
 			desc:  "join: a running test is waited for until its timeout",
@@ -233,7 +262,21 @@ func TestPlanValidations(t *testing.T) {
 			desc:   "taintNewNodes: a node that joined after the policy without the taint gets it; an older one does not",
 			policy: vpolicy(func(s *v1alpha1.ValidationPolicySpec) { s.Join.TaintNewNodes = true; s.Background = nil }),
 			nodes:  []*corev1.Node{vnode("new", created(ago(time.Minute))), vnode("old")},
-			want:   want{addTaint: []string{"new"}, event: v1alpha1.EventUnvalidatedTainted, status: v1alpha1.ValidationPolicyStatus{Matched: 2}},
+			want:   want{addTaint: []string{"new"}, event: v1alpha1.EventUnvalidatedTainted, message: "set join.taintNewNodes: false", status: v1alpha1.ValidationPolicyStatus{Matched: 2}},
+		},
+		{
+			desc:   "taintNewNodes: not a node that joined after the policy but long ago (it serves; it was selected later, or its record deleted)",
+			policy: vpolicy(func(s *v1alpha1.ValidationPolicySpec) { s.Join.TaintNewNodes = true; s.Background = nil }),
+			nodes:  []*corev1.Node{vnode("later", created(ago(time.Hour)))},
+			want:   want{noActions: true, status: v1alpha1.ValidationPolicyStatus{Matched: 1}},
+		},
+		{
+			desc: "taintNewNodes: not while the policy is suspended",
+			policy: vpolicy(func(s *v1alpha1.ValidationPolicySpec) {
+				s.Join.TaintNewNodes, s.Background, s.Suspend = true, nil, true
+			}),
+			nodes: []*corev1.Node{vnode("new", created(ago(time.Minute)))},
+			want:  want{noActions: true, status: v1alpha1.ValidationPolicyStatus{Matched: 1}},
 		},
 		{
 			desc:  "background: the budget goes to the nodes tested longest ago, never-tested first; the rest are due",
@@ -288,6 +331,21 @@ func TestPlanValidations(t *testing.T) {
 			pods:  []*corev1.Pod{nodePod(bgRun, corev1.PodSucceeded, "")},
 			want: want{deleted: 1, condition: "False/Validated", last: v1alpha1.ValidationPassed, next: 168 * time.Hour,
 				status: v1alpha1.ValidationPolicyStatus{Matched: 1, Passed: 1}},
+		},
+		{
+			desc:   "background: a policy that no longer has a background section stops its running test, no result",
+			policy: vpolicy(func(s *v1alpha1.ValidationPolicySpec) { s.Background = nil }),
+			nodes:  []*corev1.Node{vnode("n1")},
+			recs:   []*v1alpha1.NodeValidation{bgRun},
+			pods:   []*corev1.Pod{nodePod(bgRun, corev1.PodRunning, "")},
+			want:   want{deleted: 1, event: v1alpha1.EventValidationPutOff, message: "no longer tests in the background", status: v1alpha1.ValidationPolicyStatus{Matched: 1}},
+		},
+		{
+			desc:  "background: a node cordoned mid-test (a repair) stops the test, whose result would not be the repair's",
+			nodes: []*corev1.Node{vnode("n1", unschedulable)},
+			recs:  []*v1alpha1.NodeValidation{bgRun},
+			pods:  []*corev1.Pod{nodePod(bgRun, corev1.PodSucceeded, "")},
+			want:  want{deleted: 1, event: v1alpha1.EventValidationPutOff, message: "no longer serves", next: time.Hour, status: v1alpha1.ValidationPolicyStatus{Matched: 1}},
 		},
 		{
 			desc:  "background: a failure sets GPUValidationFailed",
@@ -444,6 +502,24 @@ func fillReport(t *testing.T, desc string, p *corev1.Pod) {
 	default:
 		term.Message = encoded(t, validation.VerdictFail, pass(gpuA), fail(gpuB, "memory"))
 	}
+}
+
+// TestPlanValidationsOrphans: a test pod of the policy that no record
+// names (its record moved on after a delete that failed, or its node left
+// the policy) is deleted once the cache had time to show its record.
+func TestPlanValidationsOrphans(t *testing.T) {
+	tpl := &v1alpha1.NodeOperationTemplate{ObjectMeta: metav1.ObjectMeta{Name: "validate-dcgm"}}
+	rec := nvRecord("n1", runningTest(v1alpha1.ValidationBackground, 1, ago(5*time.Minute)))
+	named := nodePod(rec, corev1.PodRunning, "")
+	pod := func(name string, age time.Duration) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kubemedic", Name: name, CreationTimestamp: metav1.NewTime(ago(age))}}
+	}
+	old, fresh, going := pod("n2-validate-1-1", 2*time.Minute), pod("n3-validate-1-1", 10*time.Second), goingPod(pod("n4-validate-1-1", time.Hour))
+	in := ValidationPassInput{Now: now, Policy: vpolicy(), Template: tpl, Namespace: "kubemedic"}
+	passIn(&in, []*corev1.Node{vnode("n1")}, []*v1alpha1.NodeValidation{rec}, named)
+	in.PolicyPods = []*corev1.Pod{named, old, fresh, going}
+	got := PlanValidations(in)
+	require.Equal(t, []*corev1.Pod{old}, got.Orphans, "only the old pod no record names, not one being deleted, not one the cache may not show the record of yet")
 }
 
 // TestPlanValidationsWalksAJoin plays a join from the taint to its
