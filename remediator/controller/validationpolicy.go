@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -81,7 +82,10 @@ func (r *ValidationPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	ready, reason := metav1.ConditionTrue, "TemplateFound"
 	msg := fmt.Sprintf("tests with NodeOperationTemplate %s", pol.Spec.Validate.Operation)
-	if in.Template == nil {
+	switch {
+	case in.NoBackground != "":
+		ready, reason, msg = metav1.ConditionFalse, "UnsafePriorityClass", in.NoBackground
+	case in.Template == nil:
 		ready, reason = metav1.ConditionFalse, "TemplateNotFound"
 		msg = fmt.Sprintf("NodeOperationTemplate %s does not exist: no test starts, and nodes with the taint %s keep it", pol.Spec.Validate.Operation, v1alpha1.TaintUnvalidated)
 	}
@@ -118,6 +122,13 @@ func (r *ValidationPolicyReconciler) input(ctx context.Context, pol *v1alpha1.Va
 		in.Template = tpl
 	} else if !apierrors.IsNotFound(err) {
 		return in, fmt.Errorf("get NodeOperationTemplate %s: %w", pol.Spec.Validate.Operation, err)
+	}
+	if b := pol.Spec.Background; b != nil {
+		why, err := r.unsafePriorityClass(ctx, b.PriorityClassName)
+		if err != nil {
+			return in, err
+		}
+		in.NoBackground = why
 	}
 	var pols v1alpha1.ValidationPolicyList
 	if err := r.Client.List(ctx, &pols, client.UnsafeDisableDeepCopy); err != nil {
@@ -168,6 +179,27 @@ func (r *ValidationPolicyReconciler) input(ctx context.Context, pol *v1alpha1.Va
 		in.PolicyPods = append(in.PolicyPods, &pods.Items[i])
 	}
 	return in, nil
+}
+
+// unsafePriorityClass says why the background tests' priority class would
+// let a test delay real pods: it does not exist, is not negative, or may
+// preempt. "" when it is safe.
+func (r *ValidationPolicyReconciler) unsafePriorityClass(ctx context.Context, name string) (string, error) {
+	pc := &schedulingv1.PriorityClass{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Name: name}, pc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("PriorityClass %s does not exist, so no background test starts (apply deploy/remediator/validation.yaml); join tests go on", name), nil
+		}
+		return "", fmt.Errorf("get PriorityClass %s: %w", name, err)
+	}
+	if pc.Value >= 0 || pc.PreemptionPolicy == nil || *pc.PreemptionPolicy != corev1.PreemptNever {
+		policy := "PreemptLowerPriority"
+		if pc.PreemptionPolicy != nil {
+			policy = string(*pc.PreemptionPolicy)
+		}
+		return fmt.Sprintf("PriorityClass %s has value %d and preemptionPolicy %s: a background test must be below every real pod (a negative value) and preempt nothing (Never), so none starts; join tests go on", name, pc.Value, policy), nil
+	}
+	return "", nil
 }
 
 // testPod is a test pod a record names: from the cache, else read fresh

@@ -50,6 +50,9 @@ type ValidationPassInput struct {
 	// Pods are the test pods the records name (NodeTestPods), by pod
 	// name: the cached ones, and a fresh read of those the cache lacks.
 	Pods map[string]*corev1.Pod
+	// NoBackground, when set, is why no background test may start (the
+	// priority class would let a test delay real pods).
+	NoBackground string
 	// PolicyPods are the cached test pods labelled with the policy: those
 	// no record names are deleted (Orphans).
 	PolicyPods []*corev1.Pod
@@ -168,7 +171,7 @@ func PlanValidations(in ValidationPassInput) ValidationPass {
 		return due[i].Name < due[j].Name
 	})
 	for _, n := range due {
-		if p.budget <= 0 || in.Policy.Spec.Suspend || in.Template == nil {
+		if p.budget <= 0 || in.Policy.Spec.Suspend || in.Template == nil || in.NoBackground != "" {
 			p.status.Due++
 			continue
 		}

@@ -161,7 +161,9 @@ func TestPlanValidations(t *testing.T) {
 		recs   []*v1alpha1.NodeValidation
 		pods   []*corev1.Pod
 		noTpl  bool
-		want   want
+		// unsafePC: the priority class would let a test delay real pods.
+		unsafePC bool
+		want     want
 	}{
 		{
 			desc:  "join: a node with the taint gets a bound test, and keeps the taint meanwhile",
@@ -290,7 +292,7 @@ func TestPlanValidations(t *testing.T) {
 				status: v1alpha1.ValidationPolicyStatus{Matched: 4, Validating: 2, Passed: 3, Due: 1}},
 		},
 		{
-			desc: "background: nodes whose tests were put off take turns: the one due longest ago first, never-tested before all",
+			desc:  "background: nodes whose tests were put off take turns: the one due longest ago first, never-tested before all",
 			nodes: []*corev1.Node{vnode("a"), vnode("b"), vnode("c"), vnode("z")},
 			recs: []*v1alpha1.NodeValidation{
 				nvRecord("a", nextAt(ago(time.Second))),
@@ -317,6 +319,12 @@ func TestPlanValidations(t *testing.T) {
 			policy: vpolicy(func(s *v1alpha1.ValidationPolicySpec) { s.Suspend = true }),
 			nodes:  []*corev1.Node{vnode("a")},
 			want:   want{noActions: true, status: v1alpha1.ValidationPolicyStatus{Matched: 1, Due: 1}},
+		},
+		{
+			desc:     "background: a priority class that could delay real pods, nothing starts",
+			nodes:    []*corev1.Node{vnode("a")},
+			unsafePC: true,
+			want:     want{noActions: true, status: v1alpha1.ValidationPolicyStatus{Matched: 1, Due: 1}},
 		},
 		{
 			desc:  "background: no template, nothing starts",
@@ -407,6 +415,9 @@ func TestPlanValidations(t *testing.T) {
 			}
 			if tc.noTpl {
 				in.Template = nil
+			}
+			if tc.unsafePC {
+				in.NoBackground = "PriorityClass x has value 1000"
 			}
 			passIn(&in, tc.nodes, tc.recs, tc.pods...)
 			got := PlanValidations(in)

@@ -88,6 +88,7 @@ func TestRemediatorRBAC(t *testing.T) {
 		verbs("kubemedic.io", "validationpolicies/status", "get", "update", "patch"),
 		verbs("kubemedic.io", "nodevalidations", "get", "list", "watch", "create", "update"),
 		verbs("kubemedic.io", "nodevalidations/status", "get", "update", "patch"),
+		verbs("scheduling.k8s.io", "priorityclasses", "get"),
 		verbs("cluster.x-k8s.io", "machines", "get", "list", "patch"),
 		verbs("metal3.io", "baremetalhosts", "get", "patch"),
 		verbs("resource.k8s.io", "resourceslices", "list"),

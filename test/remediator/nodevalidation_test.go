@@ -14,6 +14,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -284,6 +285,25 @@ func TestValidationPolicyJoinAndBackground(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Equal(t, 1.0, rem.metric("kubemedic_validation_tests_total", map[string]string{"policy": "pool", "mode": "Background", "result": "Preempted"}))
 	require.Equal(t, 1.0, rem.metric("kubemedic_validation_tests_total", map[string]string{"policy": "pool", "mode": "Join", "result": "Failed"}))
+
+	// A policy whose priority class could delay real pods starts no
+	// background test, and says why.
+	require.NoError(t, env.Client.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "too-high"}, Value: 1000}))
+	require.NoError(t, env.Client.Create(ctx, &v1alpha1.ValidationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "zz-unsafe"},
+		Spec: v1alpha1.ValidationPolicySpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"example.com/none": "none"}},
+			Validate:     v1alpha1.ValidateSpec{Operation: opValidate},
+			Background:   &v1alpha1.BackgroundSpec{Every: metav1.Duration{Duration: time.Hour}, MaxConcurrent: 1, PriorityClassName: "too-high"},
+		}}))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var p v1alpha1.ValidationPolicy
+		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Name: "zz-unsafe"}, &p))
+		cond := apimeta.FindStatusCondition(p.Status.Conditions, "Ready")
+		require.NotNil(c, cond)
+		require.Equal(c, metav1.ConditionFalse, cond.Status)
+		require.Equal(c, "UnsafePriorityClass", cond.Reason)
+		require.Contains(c, cond.Message, "has value 1000 and preemptionPolicy PreemptLowerPriority")
+	}, 10*time.Second, 50*time.Millisecond)
 
 	// A node that is gone takes its record with it (the garbage
 	// collector, through the record's owner reference to its Node).
