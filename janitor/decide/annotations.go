@@ -3,6 +3,7 @@ package decide
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,10 +16,17 @@ import (
 // s, m, h, d (24h) or w (7d), or "forever".
 var ttlPattern = regexp.MustCompile(`^([0-9]{1,9})(s|m|h|d|w)$`)
 
+// ttlUnits are the units of ttlPattern.
+var ttlUnits = map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour}
+
 // Forever is the janitor/ttl value that never expires, as in kube-janitor.
 const Forever = "forever"
 
-// ParseTTL parses a janitor/ttl value. ok is false for "forever".
+// ParseTTL parses a janitor/ttl value. ok is false for "forever". A TTL
+// longer than a time.Duration holds (about 292 years: 15250w, 106751d,
+// 2562047h, 153722867m) is an error, never a wrapped value: wrapped, it
+// could be negative, and the pod its owner meant to keep would count as
+// long expired.
 func ParseTTL(s string) (d time.Duration, ok bool, err error) {
 	if s == Forever {
 		return 0, false, nil
@@ -27,8 +35,13 @@ func ParseTTL(s string) (d time.Duration, ok bool, err error) {
 	if m == nil {
 		return 0, false, fmt.Errorf("%q is not a TTL like 30m, 24h, 7d, 2w or forever", s)
 	}
-	n, _ := strconv.ParseInt(m[1], 10, 64) // at most 9 digits: fits
-	unit := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour}[m[2]]
+	// At most 9 digits: the number fits an int64, but its product with
+	// the unit need not fit a Duration.
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	unit := ttlUnits[m[2]]
+	if most := int64(math.MaxInt64 / unit); n > most {
+		return 0, false, fmt.Errorf("%q is longer than a duration holds (at most %d%s, about 292 years); use forever to keep it", s, most, m[2])
+	}
 	return time.Duration(n) * unit, true, nil
 }
 

@@ -2,6 +2,7 @@ package decide_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,7 @@ func TestJudge(t *testing.T) {
 		unknown   decide.Rule
 		clear     string
 		problems  int
+		problem   string // substring of the first problem
 		nextCheck time.Time
 	}{
 		{desc: "idle below threshold on every GPU", pod: func() *decide.Pod { return runningPod(5 * time.Hour) }, idle: measured(2, 2),
@@ -94,6 +96,16 @@ func TestJudge(t *testing.T) {
 			p.Expiry = []decide.ExpirySource{{Object: "Deployment web", Created: p.Created, TTL: "3 days"}, {Object: "pod", Expires: "tomorrow"}}
 			return p
 		}, idle: measured(1, 2), problems: 2, nextCheck: t0.Add(3 * time.Hour)},
+		{desc: "a ttl beyond what a duration holds is a problem and never expires", pod: func() *decide.Pod {
+			p := runningPod(100 * time.Hour)
+			p.Expiry = []decide.ExpirySource{{Object: "pod", Created: p.Created, TTL: "107000w"}}
+			return p
+		}, idle: measured(80, 2), problems: 1, problem: `pod annotation janitor/ttl: "107000w" is longer than a duration holds`, nextCheck: t0.Add(68 * time.Hour)},
+		{desc: "the longest ttl that fits is far away", pod: func() *decide.Pod {
+			p := runningPod(100 * time.Hour)
+			p.Expiry = []decide.ExpirySource{{Object: "pod", Created: p.Created, TTL: "15250w"}}
+			return p
+		}, idle: measured(80, 2), nextCheck: t0.Add(68 * time.Hour)},
 		{desc: "forever never expires", pod: func() *decide.Pod {
 			p := runningPod(time.Hour)
 			p.Expiry = []decide.ExpirySource{{Object: "pod", Created: p.Created, TTL: "forever"}}
@@ -122,6 +134,9 @@ func TestJudge(t *testing.T) {
 				require.Empty(t, v.Unknown)
 			}
 			require.Len(t, v.Problems, tc.problems, "%v", v.Problems)
+			if tc.problem != "" {
+				require.Contains(t, v.Problems[0], tc.problem)
+			}
 			if tc.clear != "" {
 				require.Equal(t, tc.clear, v.Cleared(decide.RuleIdle, r))
 			}
@@ -289,6 +304,47 @@ func TestNext(t *testing.T) {
 	}
 }
 
+// TestTTLBeyondADuration: a TTL longer than a time.Duration holds (about
+// 292 years) once wrapped around to a negative or arbitrary TTL, and a pod
+// whose owner meant "keep it" was noticed and reclaimed. It is an invalid
+// value: a problem that names the annotation (a Warning Event), and the pod
+// is neither noticed nor reclaimed, whatever the notice's state.
+func TestTTLBeyondADuration(t *testing.T) {
+	job := decide.Target{Kind: decide.TargetJob, Name: "train"}
+	for _, tc := range []struct {
+		desc   string
+		ttl    string
+		notice *decide.Notice
+	}{
+		{desc: "wraps to a negative TTL", ttl: "107000w"},
+		{desc: "one week too many", ttl: "15251w"},
+		{desc: "one day too many", ttl: "106752d"},
+		{desc: "one hour too many", ttl: "2562048h"},
+		{desc: "one minute too many", ttl: "153722868m"},
+		{desc: "nine digits of weeks", ttl: "999999999w"},
+		{desc: "on a pod noticed before the fix, past its deadline", ttl: "107000w",
+			notice: &decide.Notice{Rule: decide.RuleExpired, NoticedAt: t0.Add(-2 * time.Hour), Deadline: t0.Add(-time.Hour), Sent: true}},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			p := runningPod(100 * time.Hour)
+			p.Expiry = []decide.ExpirySource{{Object: "Deployment web", Created: p.Created, TTL: tc.ttl}}
+			v := decide.Judge(p, rules(), decide.Idle{State: decide.IdleIdle, MaxPercent: 80, GPUs: 2}, t0)
+			require.Empty(t, v.Findings)
+			d := decide.Next(decide.Input{Now: t0, Reclaim: rules(), Verdict: v, Notice: tc.notice, NotifierReady: true, Target: job})
+			require.NotEqual(t, decide.StepNotify, d.Step, d.Why)
+			require.NotEqual(t, decide.StepReclaim, d.Step, d.Why)
+			if tc.notice != nil {
+				require.Equal(t, decide.StepCancel, d.Step, d.Why)
+			} else {
+				require.Equal(t, decide.StepNone, d.Step, d.Why)
+			}
+			require.Len(t, d.Problems, 1)
+			require.Contains(t, d.Problems[0], "Deployment web annotation janitor/ttl: ")
+			require.Contains(t, d.Problems[0], `"`+tc.ttl+`" is longer than a duration holds`)
+		})
+	}
+}
+
 func TestSnoozeCap(t *testing.T) {
 	n := &decide.Notice{Rule: decide.RuleIdle, NoticedAt: t0.Add(-2 * time.Hour), Deadline: t0.Add(-time.Hour), Sent: true}
 	d := decide.Next(decide.Input{Now: t0, Reclaim: rules(), Notice: n, Snooze: "2027-01-01",
@@ -325,7 +381,7 @@ func TestParseTTLAndTime(t *testing.T) {
 	_, ok, err := decide.ParseTTL("forever")
 	require.NoError(t, err)
 	require.False(t, ok)
-	for _, bad := range []string{"", "1.5h", "1h30m", "-1h", "10", "3 days", "1y"} {
+	for _, bad := range []string{"", "1.5h", "1h30m", "-1h", "10", "3 days", "1y", "1000000000s"} {
 		_, _, err := decide.ParseTTL(bad)
 		require.Error(t, err, bad)
 	}
@@ -347,5 +403,47 @@ func TestHuman(t *testing.T) {
 	for d, want := range map[time.Duration]string{0: "0s", 45 * time.Second: "45s", 90 * time.Minute: "1h30m", 4 * time.Hour: "4h",
 		170 * time.Hour: "7d2h", 7*24*time.Hour + 3*time.Minute + 4*time.Second: "7d3m"} {
 		require.Equal(t, want, decide.Human(d))
+	}
+}
+
+// TestParseTTLBoundary: a TTL is the number times its unit, and a
+// time.Duration holds at most math.MaxInt64 ns (about 292 years). The
+// largest value of each unit that fits parses; one more is an error, never
+// a wrapped value. Nine digits (the most the syntax takes) fit in seconds
+// only.
+func TestParseTTLBoundary(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration // 0: an error
+	}{
+		{in: "999999999s", want: 999999999 * time.Second},
+		{in: "153722867m", want: 153722867 * time.Minute},
+		{in: "153722868m"},
+		{in: "999999999m"},
+		{in: "2562047h", want: 2562047 * time.Hour},
+		{in: "2562048h"},
+		{in: "999999999h"},
+		{in: "106751d", want: 106751 * 24 * time.Hour},
+		{in: "106752d"},
+		{in: "999999999d"},
+		{in: "15250w", want: 15250 * 7 * 24 * time.Hour},
+		{in: "15251w"},
+		{in: "107000w"},
+		{in: "999999999w"},
+		{in: "000015250w", want: 15250 * 7 * 24 * time.Hour},
+		{in: "0s", want: 0},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			d, ok, err := decide.ParseTTL(tc.in)
+			if tc.want == 0 && tc.in != "0s" {
+				require.ErrorContains(t, err, fmt.Sprintf("%q is longer than a duration holds", tc.in))
+				require.False(t, ok)
+				require.Zero(t, d)
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, tc.want, d)
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package decide_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -8,18 +9,31 @@ import (
 )
 
 // FuzzParseTTL: never panics; a TTL that parses is positive or zero and
-// round-trips through its own unit.
+// round-trips through its own unit: the duration divided by the unit is the
+// number written, so a product that wrapped around (107000w) fails.
 func FuzzParseTTL(f *testing.F) {
-	for _, s := range []string{"24h", "7d", "2w", "forever", "0s", "999999999w", "1.5h", "", "h", "-1d"} {
+	for _, s := range []string{"24h", "7d", "2w", "forever", "0s", "999999999w", "15250w", "15251w", "107000w", "1.5h", "", "h", "-1d"} {
 		f.Add(s)
 	}
+	units := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour, 'w': 7 * 24 * time.Hour}
 	f.Fuzz(func(t *testing.T, s string) {
 		d, ok, err := decide.ParseTTL(s)
 		if err != nil && ok {
 			t.Fatalf("%q: error %v with ok", s, err)
 		}
-		if ok && d < 0 {
+		if !ok {
+			return
+		}
+		if d < 0 {
 			t.Fatalf("%q: negative TTL %s", s, d)
+		}
+		n, perr := strconv.ParseInt(s[:len(s)-1], 10, 64)
+		unit, known := units[s[len(s)-1]]
+		if perr != nil || !known {
+			t.Fatalf("%q parsed to %s but is not a number and a unit", s, d)
+		}
+		if d%unit != 0 || int64(d/unit) != n {
+			t.Fatalf("%q parsed to %s, which is not %d × %s", s, d, n, unit)
 		}
 	})
 }
