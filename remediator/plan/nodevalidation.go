@@ -443,20 +443,22 @@ func (p *validationPass) running(n *corev1.Node, r *v1alpha1.NodeValidation) {
 	cur := r.Status.Current
 	v := &p.in.Policy.Spec.Validate
 	background := r.Status.Mode == v1alpha1.ValidationBackground
-	if cur.PodName == "" {
-		p.retryWhenGone(n, r)
-		return
+	var pod *corev1.Pod
+	if names := NodeTestPods(r); len(names) > 0 {
+		pod = p.in.Pods[names[0]]
 	}
-	pod := p.in.Pods[cur.PodName]
 	switch {
 	case background && p.in.Policy.Spec.Background == nil:
-		p.putOff(n, pod, fmt.Sprintf("ValidationPolicy %s no longer tests in the background: the test pod %s/%s is stopped, no result", p.in.Policy.Name, p.in.Namespace, cur.PodName), false)
+		p.putOff(n, pod, fmt.Sprintf("ValidationPolicy %s no longer tests in the background: node %s's test is stopped, no result", p.in.Policy.Name, n.Name), false)
 		return
 	case background && !p.eligible(n):
 		// A repair (a cordon), a quarantine or another test's failure
 		// came first: the node is theirs, and a pass from this test must
 		// not overwrite their verdict.
-		p.putOff(n, pod, fmt.Sprintf("node %s no longer serves (cordoned, quarantined, not Ready, without GPUs or failing a test): the background test pod %s/%s is stopped, no result", n.Name, p.in.Namespace, cur.PodName), false)
+		p.putOff(n, pod, fmt.Sprintf("node %s no longer serves (cordoned, quarantined, not Ready, without GPUs or failing a test): its background test is stopped, no result", n.Name), false)
+		return
+	case cur.PodName == "":
+		p.retryWhenGone(n, r)
 		return
 	case pod != nil && ended(pod) && !(background && Preempted(pod)):
 		p.judgeEnded(n, pod)

@@ -349,6 +349,16 @@ func TestPlanValidations(t *testing.T) {
 			want:   want{deleted: 1, event: v1alpha1.EventValidationPutOff, message: "no longer tests in the background", status: v1alpha1.ValidationPolicyStatus{Matched: 1}},
 		},
 		{
+			desc:   "background: a retry waiting for its first pod, under a policy that lost its background section, is stopped too",
+			policy: vpolicy(func(s *v1alpha1.ValidationPolicySpec) { s.Background = nil }),
+			nodes:  []*corev1.Node{vnode("n1")},
+			recs: []*v1alpha1.NodeValidation{nvRecord("n1", retryPending(start), func(r *v1alpha1.NodeValidation) {
+				r.Status.Mode = v1alpha1.ValidationBackground
+			})},
+			pods: []*corev1.Pod{nodePod(nvRecord("n1", runningTest(v1alpha1.ValidationBackground, 1, start)), corev1.PodRunning, "")},
+			want: want{deleted: 1, event: v1alpha1.EventValidationPutOff, message: "no longer tests in the background", status: v1alpha1.ValidationPolicyStatus{Matched: 1}},
+		},
+		{
 			desc:  "background: a node cordoned mid-test (a repair) stops the test, whose result would not be the repair's",
 			nodes: []*corev1.Node{vnode("n1", unschedulable)},
 			recs:  []*v1alpha1.NodeValidation{bgRun},
