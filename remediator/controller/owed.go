@@ -180,15 +180,25 @@ func claimable(notices []v1alpha1.OwnerNotice, now time.Time) (idx []int, next t
 		case v1alpha1.OwnerNoticeOwed:
 			idx = append(idx, i)
 		case v1alpha1.OwnerNoticeClaimed:
-			expires := timeOf(n.ClaimedAt).Add(noticeClaimTimeout)
-			if !now.Before(expires) {
+			if claimExpired(n.ClaimedAt, now, &next) {
 				idx = append(idx, i)
-			} else if next.IsZero() || expires.Before(next) {
-				next = expires
 			}
 		}
 	}
 	return idx, next
+}
+
+// claimExpired reports whether a claim made at claimedAt has expired by
+// now; a claim still held moves next to its expiry when that is earlier.
+func claimExpired(claimedAt *metav1.Time, now time.Time, next *time.Time) bool {
+	expires := timeOf(claimedAt).Add(noticeClaimTimeout)
+	if !now.Before(expires) {
+		return true
+	}
+	if next.IsZero() || expires.Before(*next) {
+		*next = expires
+	}
+	return false
 }
 
 func timeOf(t *metav1.Time) time.Time {
@@ -248,11 +258,8 @@ func resultsClaimable(op *v1alpha1.NodeOperation, now time.Time) (idx []int, nex
 		case "":
 			idx = append(idx, i)
 		case v1alpha1.OwnerNoticeClaimed:
-			expires := timeOf(n.ClaimedAt).Add(noticeClaimTimeout)
-			if !now.Before(expires) {
+			if claimExpired(n.ClaimedAt, now, &next) {
 				idx = append(idx, i)
-			} else if next.IsZero() || expires.Before(next) {
-				next = expires
 			}
 		}
 	}

@@ -252,7 +252,6 @@ func TestValidationPolicyJoinAndBackground(t *testing.T) {
 
 	// Tried again after retryAfter: while the real pod holds the GPUs, the
 	// test waits unscheduled; once it is gone, the test runs and passes.
-	time.Sleep(4 * time.Second)
 	var waiting corev1.Pod
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		nv := &v1alpha1.NodeValidation{}
@@ -260,9 +259,10 @@ func TestValidationPolicyJoinAndBackground(t *testing.T) {
 		require.NotNil(c, nv.Status.Current)
 		require.NoError(c, env.Client.Get(ctx, client.ObjectKey{Namespace: opNamespace, Name: nv.Status.Current.PodName}, &waiting))
 	}, 30*time.Second, 50*time.Millisecond)
-	time.Sleep(time.Second)
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(&waiting), &waiting))
-	require.Empty(t, waiting.Spec.NodeName, "the retry waits for the GPUs the real pod holds")
+	require.Never(t, func() bool {
+		var p corev1.Pod
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(&waiting), &p) == nil && p.Spec.NodeName != ""
+	}, 2*time.Second, 100*time.Millisecond, "the retry waits for the GPUs the real pod holds")
 	var train corev1.Pod
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: "team-nv", Name: "train"}, &train))
 	require.Nil(t, train.DeletionTimestamp, "the real pod is never preempted by a test")
