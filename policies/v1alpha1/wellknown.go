@@ -93,6 +93,13 @@ const (
 	// a restart or a second janitor reads it and neither notifies twice nor
 	// moves the deadline.
 	AnnotationReclaimNotice = "kubemedic.io/reclaim-notice"
+	// AnnotationReclaimTold on a pod or a ReclaimPolicy records the
+	// Warnings the janitor tells once (an invalid annotation, an owner it
+	// cannot stop, a policy it ignores), as "<reason>:<hash of what was
+	// told>,...": a restarted janitor or a new leader reads it and does
+	// not tell them again. Written by the janitor only, when something new
+	// is told.
+	AnnotationReclaimTold = "kubemedic.io/reclaim-told"
 	// AnnotationReclaimSnoozeUntil on a pod, set by its owner to an RFC 3339
 	// time (or a date), keeps the pod until then, capped by the policy's
 	// maxSnooze after the notice's deadline.
