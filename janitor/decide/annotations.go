@@ -135,6 +135,14 @@ type Notice struct {
 	DryRun bool `json:"dryRun,omitempty"`
 	// ReclaimedAt is when the janitor acted (or, in dry run, would have).
 	ReclaimedAt time.Time `json:"reclaimedAt,omitzero"`
+	// ReclaimRequestedAt and ReclaimRequestedBy: the owner pressed
+	// "Reclaim now" (a Slack user ID); the next cycle acts without waiting
+	// for the deadline or the rule, through the usual recheck.
+	ReclaimRequestedAt time.Time `json:"reclaimRequestedAt,omitzero"`
+	ReclaimRequestedBy string    `json:"reclaimRequestedBy,omitempty"`
+	// SnoozedBy is the Slack user ID who pressed a "Keep" button for the
+	// snooze in SnoozeAcked.
+	SnoozedBy string `json:"snoozedBy,omitempty"`
 }
 
 // Noticed reports whether the notice was delivered (or recorded), as

@@ -261,6 +261,21 @@ func decideNext(in Input) Decision {
 		d.Step, d.Why = StepReset, "the notice was recorded without a message, and the policy now requires one: it is sent again"
 		return d
 	}
+	if !n.ReclaimRequestedAt.IsZero() {
+		// The owner asked: neither the deadline, a snooze nor the rule
+		// holds it back; the act itself goes the usual way (recheck on the
+		// API server, UID checks, dry run).
+		d.Evidence = fmt.Sprintf("%s asked to reclaim it now, at %s", n.ReclaimRequestedBy, n.ReclaimRequestedAt.UTC().Format(time.RFC3339))
+		switch {
+		case target.Kind == TargetUnsupported:
+			d.Step, d.Why = StepUnsupportedOwner, fmt.Sprintf("the owner asked to reclaim it now but %s", target.Describe())
+		case in.Reclaim.DryRun:
+			d.Step, d.Why = StepWouldReclaim, fmt.Sprintf("dry run: the owner asked to reclaim it now; would %s", target.Describe())
+		default:
+			d.Step, d.Why = StepReclaim, fmt.Sprintf("the owner asked to reclaim it now: %s", target.Describe())
+		}
+		return d
+	}
 	evidence, holds := in.Verdict.Holds(n.Rule)
 	if _, unknown := in.Verdict.Unknown[n.Rule]; !holds && !unknown {
 		d.Step, d.Why = StepCancel, fmt.Sprintf("rule %s no longer holds", n.Rule)
