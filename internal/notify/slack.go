@@ -214,6 +214,14 @@ func (s *Slack) postDM(ctx context.Context, userID string, msg Message) (string,
 	return ch, ts, err
 }
 
+// UserIDByEmail is the Slack user ID of an email (users.lookupByEmail,
+// cached as for Post): to check that the person who pressed a button is
+// the owner a notice was addressed to by email.
+func (s *Slack) UserIDByEmail(ctx context.Context, email string) (string, error) {
+	id, err := s.lookupEmail(ctx, email)
+	return id, s.redact(err)
+}
+
 func (s *Slack) lookupEmail(ctx context.Context, email string) (string, error) {
 	key := strings.ToLower(email)
 	s.mu.Lock()

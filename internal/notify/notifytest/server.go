@@ -13,6 +13,15 @@
 // HTTP 5xx with an HTML page). Any other method answers unknown_method, or
 // slacktest's canned answer for the few methods slacktest implements itself.
 //
+// It also plays Slack's side of interactivity: Press makes the signed
+// block_actions request Slack sends when a person presses a button of a
+// posted message (Interaction.Signed, Send; sign with another secret or an
+// old time to forge one or make it stale, Send twice to replay it), and it
+// serves the response_url in it (Responses). chat.postMessage checks the
+// interactive blocks against Slack's documented limits (button text 75,
+// value 2000, action_id 255 characters, 25 elements per actions block,
+// 50 blocks) and answers invalid_blocks beyond them.
+//
 // It is stricter than Slack in a few places, each documented where it
 // applies: conversations.open opens only one-to-one DMs, chat.postMessage
 // accepts form bodies only (not JSON), and needs a channel ID, a channel
@@ -134,6 +143,10 @@ type Server struct {
 	changed  chan struct{}        // closed and replaced when a message is posted
 	onPost   func(Posted)         // see OnPost; nil when unset
 	handed   int                  // messages[:handed] were handed to onPost (or passed while it was nil)
+	// responseURLs are the response_urls Press handed out; responses
+	// what was posted to them.
+	responseURLs map[string]*responseURL
+	responses    []Response
 
 	// hookMu makes the OnPost calls one at a time: deliver holds it while
 	// it hands messages over, and takes mu only briefly, never around fn.
@@ -162,6 +175,8 @@ func NewServer() *Server {
 		failures: map[string][]Failure{},
 		calls:    map[string]int{},
 		changed:  make(chan struct{}),
+
+		responseURLs: map[string]*responseURL{},
 	}
 	// slacktest keeps the first handler registered for a path, so ours go
 	// in before its defaults.
@@ -169,6 +184,7 @@ func NewServer() *Server {
 		c.Handle("/"+MethodLookupByEmail, s.method(MethodLookupByEmail, s.lookupByEmail))
 		c.Handle("/"+MethodOpen, s.method(MethodOpen, s.open))
 		c.Handle("/"+MethodPostMessage, s.method(MethodPostMessage, s.postMessage))
+		c.Handle("/response_url/", s.respond)
 		c.Handle("/", s.unknownMethod)
 	})
 	s.ts.Start()
@@ -545,6 +561,10 @@ func (s *Server) postMessage(w http.ResponseWriter, r request) {
 				writeError(w, "invalid_blocks", fmt.Sprintf("[ERROR] missing required field: type [json-pointer:/blocks/%d]", i))
 				return
 			}
+		}
+		if msg := checkBlocks(parsed); msg != "" {
+			writeError(w, "invalid_blocks", msg)
+			return
 		}
 		blocksJSON = json.RawMessage(blocks)
 	}
