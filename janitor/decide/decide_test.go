@@ -52,9 +52,13 @@ func TestJudge(t *testing.T) {
 			want: []decide.Rule{decide.RuleIdle}, evidence: "GPU utilisation at most 2% over the last 4h on 2 GPUs (threshold 5%)"},
 		{desc: "at the threshold is busy", pod: func() *decide.Pod { return runningPod(5 * time.Hour) }, idle: measured(5, 2),
 			clear: "GPU utilisation reached 5% in the last 4h (threshold 5%)"},
+		// A 4h window is read from 5-minute buckets: the oldest began up to
+		// 5 minutes before the window, so the pod must be that much older.
 		{desc: "younger than the window is not idle yet", pod: func() *decide.Pod { return runningPod(3 * time.Hour) }, idle: measured(0, 2),
-			nextCheck: t0.Add(time.Hour)},
-		{desc: "window exactly elapsed", pod: func() *decide.Pod { return runningPod(4 * time.Hour) }, idle: measured(0.5, 2),
+			nextCheck: t0.Add(time.Hour + 5*time.Minute)},
+		{desc: "window elapsed but not the bucket before it", pod: func() *decide.Pod { return runningPod(4 * time.Hour) }, idle: measured(0.5, 2),
+			nextCheck: t0.Add(5 * time.Minute)},
+		{desc: "window and one bucket exactly elapsed", pod: func() *decide.Pod { return runningPod(4*time.Hour + 5*time.Minute) }, idle: measured(0.5, 2),
 			want: []decide.Rule{decide.RuleIdle}, evidence: "at most 0.5%"},
 		{desc: "unknown metrics never idle", pod: func() *decide.Pod { return runningPod(5 * time.Hour) },
 			idle: decide.Idle{State: decide.IdleUnknown, Detail: "query failed"}, unknown: decide.RuleIdle},
@@ -95,7 +99,7 @@ func TestJudge(t *testing.T) {
 			p := runningPod(time.Hour)
 			p.Expiry = []decide.ExpirySource{{Object: "Deployment web", Created: p.Created, TTL: "3 days"}, {Object: "pod", Expires: "tomorrow"}}
 			return p
-		}, idle: measured(1, 2), problems: 2, nextCheck: t0.Add(3 * time.Hour)},
+		}, idle: measured(1, 2), problems: 2, nextCheck: t0.Add(3*time.Hour + 5*time.Minute)},
 		{desc: "a ttl beyond what a duration holds is a problem and never expires", pod: func() *decide.Pod {
 			p := runningPod(100 * time.Hour)
 			p.Expiry = []decide.ExpirySource{{Object: "pod", Created: p.Created, TTL: "107000w"}}
@@ -110,7 +114,7 @@ func TestJudge(t *testing.T) {
 			p := runningPod(time.Hour)
 			p.Expiry = []decide.ExpirySource{{Object: "pod", Created: p.Created, TTL: "forever"}}
 			return p
-		}, idle: measured(1, 2), nextCheck: t0.Add(3 * time.Hour)},
+		}, idle: measured(1, 2), nextCheck: t0.Add(3*time.Hour + 5*time.Minute)},
 		{desc: "policy without an idle rule ignores idleness", pod: func() *decide.Pod { return runningPod(5 * time.Hour) },
 			rules: func() policies.Reclaim { r := rules(); r.Idle = nil; return r }, idle: measured(0, 2), nextCheck: t0.Add(163 * time.Hour)},
 	} {

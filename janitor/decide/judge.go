@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kubemedic/kubemedic/janitor/gpuutil"
 	"github.com/kubemedic/kubemedic/policies"
 )
 
@@ -193,8 +194,10 @@ func Judge(p *Pod, r policies.Reclaim, idle Idle, now time.Time) Verdict {
 		switch {
 		case p.Started.IsZero():
 			unknown(RuleIdle, "the pod has no start time yet")
-		case now.Sub(p.Started) < w:
-			next(p.Started.Add(w)) // younger than the window: not idle yet
+		case now.Sub(p.Started) < gpuutil.Reach(w):
+			// Younger than the evidence reaches back (the window, and a
+			// bucket more when it is read from buckets): not idle yet.
+			next(p.Started.Add(gpuutil.Reach(w)))
 		default:
 			switch idle.State {
 			case IdleUnknown:

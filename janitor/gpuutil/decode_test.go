@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
@@ -150,7 +151,7 @@ func TestDecode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			got := decode(tt.metric, tt.vec)
+			got := decode(Query{Metric: tt.metric, Window: time.Minute}, tt.vec, time.Time{})
 			if tt.wantErr != "" {
 				require.EqualError(t, got.Err, tt.wantErr)
 				require.Nil(t, got.Pods)
@@ -174,10 +175,10 @@ func TestDecode(t *testing.T) {
 // TestDecodeSlicesAreCapped checks that appending to one pod's GPUs cannot
 // overwrite another pod's, although they share one backing array.
 func TestDecodeSlicesAreCapped(t *testing.T) {
-	got := decode(MetricGPUUtil, model.Vector{
+	got := decode(Query{Metric: MetricGPUUtil, Window: time.Minute}, model.Vector{
 		gpuRow("a", "p", "GPU-1", 1),
 		gpuRow("b", "q", "GPU-2", 2),
-	})
+	}, time.Time{})
 	require.NoError(t, got.Err)
 	p := got.Pods[PodKey{"a", "p"}]
 	_ = append(p, GPU{ID: "GPU-x"})
@@ -220,7 +221,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.ResetTimer()
 	var res Result
 	for b.Loop() {
-		res = decode(MetricGPUUtil, vec)
+		res = decode(Query{Metric: MetricGPUUtil, Window: time.Minute}, vec, time.Time{})
 	}
 	b.StopTimer()
 	if res.Err != nil || len(res.Pods) < 49_000 {

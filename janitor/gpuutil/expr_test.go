@@ -9,23 +9,24 @@ import (
 )
 
 func TestExpr(t *testing.T) {
-	// The query for a 4h window with the default staleness, as the package
+	// The query on the raw series for a 20m window (shorter than
+	// MinBucketWindow) with the default staleness, as the package
 	// documentation and the CLI show it.
 	want := `(
-    max by (namespace, pod, UUID, GPU_I_ID) (max_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[14400s]))
-  + 0 * sum by (namespace, pod, UUID, GPU_I_ID) (sum_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[14400s]))
+    max by (namespace, pod, UUID, GPU_I_ID) (max_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[1200s]))
+  + 0 * sum by (namespace, pod, UUID, GPU_I_ID) (sum_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[1200s]))
 )
 and (
-    sum by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[14400s]))
-  >= 8 * (sum by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[1440s])) - 1)
-  >= 8 * (sum by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[1440s] offset 12960s)) - 1)
+    sum by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[1200s]))
+  >= 8 * (sum by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[120s])) - 1)
+  >= 8 * (sum by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[120s] offset 1080s)) - 1)
 )
 and sum by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[300s]))
-and sum by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[300s] offset 14100s))
-or -1 * group by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[1440s]))
-or -1 * group by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[1440s] offset 12960s))`
-	require.Equal(t, want, Expr(Query{Metric: MetricGPUUtil, Window: 4 * time.Hour}, 0))
-	require.Equal(t, want, Expr(Query{Metric: MetricGPUUtil, Window: 4 * time.Hour}, DefaultStaleness))
+and sum by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[300s] offset 900s))
+or -1 * group by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[120s]))
+or -1 * group by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[120s] offset 1080s))`
+	require.Equal(t, want, Expr(Query{Metric: MetricGPUUtil, Window: 20 * time.Minute}, 0))
+	require.Equal(t, want, Expr(Query{Metric: MetricGPUUtil, Window: 20 * time.Minute}, DefaultStaleness))
 }
 
 func TestExprDurations(t *testing.T) {
@@ -41,16 +42,16 @@ func TestExprDurations(t *testing.T) {
 			q:         Query{Metric: MetricGREngineActive, Window: 25 * time.Second},
 			staleness: 3 * time.Second,
 			want: []string{
-				`max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="",pod!=""}[25s])`,
+				`max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="",pod!="",GPU_I_ID!=""}[25s])`,
 				`[2500ms]))`, `[2500ms] offset 22500ms))`,
 				`[3s]))`, `[3s] offset 22s))`,
 			},
 		},
 		{
 			desc:      "sub-millisecond parts of the window are dropped",
-			q:         Query{Metric: MetricGPUUtil, Window: time.Hour + 1500*time.Microsecond},
+			q:         Query{Metric: MetricGPUUtil, Window: 20*time.Minute + 1500*time.Microsecond},
 			staleness: 90 * time.Second,
-			want:      []string{`[3600001ms]`, `[360s]`, `offset 3240001ms`, `[90s] offset 3510001ms`},
+			want:      []string{`[1200001ms]`, `[120s]`, `offset 1080001ms`, `[90s] offset 1110001ms`},
 		},
 		{
 			desc:      "staleness longer than the window checks the whole window, without a zero offset",

@@ -98,11 +98,11 @@ func TestFetch(t *testing.T) {
 		},
 	})
 	now := time.Unix(1_700_000_000, 250_000_000)
-	q4h := gpuutil.Query{Metric: gpuutil.MetricGPUUtil, Window: 4 * time.Hour}
-	got := p.Fetch(context.Background(), []gpuutil.Query{q4h, q4h, q4h}, now)
+	q20m := gpuutil.Query{Metric: gpuutil.MetricGPUUtil, Window: 20 * time.Minute}
+	got := p.Fetch(context.Background(), []gpuutil.Query{q20m, q20m, q20m}, now)
 
 	require.Len(t, got, 1)
-	res := got[q4h]
+	res := got[q20m]
 	require.NoError(t, res.Err)
 	trainer, nb := gpuutil.PodKey{Namespace: "ml", Name: "trainer-0"}, gpuutil.PodKey{Namespace: "ml", Name: "nb"}
 	require.Equal(t, map[gpuutil.PodKey][]gpuutil.GPU{trainer: {{ID: "GPU-a", MaxPercent: 0}, {ID: "GPU-b", MaxPercent: 4}}}, res.Pods)
@@ -111,7 +111,7 @@ func TestFetch(t *testing.T) {
 
 	queries, params, _ := f.seen()
 	require.Len(t, queries, 1, "a query asked three times is sent once")
-	require.Equal(t, gpuutil.Expr(q4h, gpuutil.DefaultStaleness), queries[0])
+	require.Equal(t, gpuutil.Expr(q20m, gpuutil.DefaultStaleness), queries[0])
 	require.Equal(t, "1700000000.25", params[0]["time"], "evaluated at now")
 	require.Equal(t, "7s", params[0]["timeout"], "the server stops where the client gives up")
 	require.EqualValues(t, 1, observed.Load())
@@ -119,7 +119,7 @@ func TestFetch(t *testing.T) {
 
 func TestFetchStalenessOption(t *testing.T) {
 	f, promAPI := startFake(t, func(string) (int, string) { return http.StatusOK, vectorAnswer })
-	q := gpuutil.Query{Metric: gpuutil.MetricGREngineActive, Window: time.Hour}
+	q := gpuutil.Query{Metric: gpuutil.MetricGREngineActive, Window: 20 * time.Minute}
 	p := gpuutil.NewPrometheus(promAPI, gpuutil.Options{Staleness: 90 * time.Second})
 	require.NoError(t, p.Fetch(context.Background(), []gpuutil.Query{q}, time.Now())[q].Err)
 	queries, _, _ := f.seen()
@@ -135,7 +135,7 @@ func TestFetchBoundsConcurrency(t *testing.T) {
 	p := gpuutil.NewPrometheus(promAPI, gpuutil.Options{})
 	var qs []gpuutil.Query
 	for i := range 10 {
-		qs = append(qs, gpuutil.Query{Metric: gpuutil.MetricGPUUtil, Window: time.Duration(i+1) * time.Hour})
+		qs = append(qs, gpuutil.Query{Metric: gpuutil.MetricGPUUtil, Window: time.Duration(i+1) * time.Minute})
 	}
 	done := make(chan map[gpuutil.Query]gpuutil.Result)
 	go func() { done <- p.Fetch(context.Background(), qs, time.Now()) }()
@@ -232,7 +232,7 @@ func TestFetchWarnings(t *testing.T) {
 		return http.StatusOK, `{"status":"success","warnings":["PromQL info: metric might not be a counter"],"data":{"resultType":"vector","result":[
  {"metric":{"namespace":"ml","pod":"p","UUID":"GPU-a"},"value":[1700000000,"2"]}]}}`
 	})
-	q := gpuutil.Query{Metric: gpuutil.MetricGPUUtil, Window: time.Hour}
+	q := gpuutil.Query{Metric: gpuutil.MetricGPUUtil, Window: 20 * time.Minute}
 	res := gpuutil.NewPrometheus(promAPI, gpuutil.Options{}).Fetch(context.Background(), []gpuutil.Query{q}, time.Now())[q]
 	require.NoError(t, res.Err, "warnings are not fatal")
 	require.Equal(t, []string{"PromQL info: metric might not be a counter"}, res.Warnings)
@@ -260,7 +260,7 @@ func TestFetchCanceled(t *testing.T) {
 	_, promAPI := startFake(t, func(string) (int, string) { return http.StatusOK, vectorAnswer })
 	var qs []gpuutil.Query
 	for i := range 6 {
-		qs = append(qs, gpuutil.Query{Metric: gpuutil.MetricGPUUtil, Window: time.Duration(i+1) * time.Hour})
+		qs = append(qs, gpuutil.Query{Metric: gpuutil.MetricGPUUtil, Window: time.Duration(i+1) * time.Minute})
 	}
 	got := gpuutil.NewPrometheus(promAPI, gpuutil.Options{}).Fetch(ctx, qs, time.Now())
 	require.Len(t, got, 6)

@@ -117,12 +117,35 @@ const (
 
 // Expr returns the PromQL that answers q, with staleness the age beyond
 // which a series' latest sample makes it stale (DefaultStaleness when zero or
-// negative). It is exported so that docs, tests and the CLI can show it; the
-// package documentation explains each term.
+// negative): the recorded buckets' query for a window of MinBucketWindow or
+// more, else the raw series' query. It is exported so that docs, tests and
+// the CLI can show it; the package documentation explains each term.
 func Expr(q Query, staleness time.Duration) string {
 	if staleness <= 0 {
 		staleness = DefaultStaleness
 	}
+	if UsesBuckets(q.Window) {
+		return bucketExpr(q, staleness)
+	}
+	return rawExpr(q, staleness)
+}
+
+// rawSelector selects m's series of pods; GR_ENGINE_ACTIVE only for MIG
+// instances, as the recording rules do, so that a whole GPU's series cannot
+// stand in for a MIG instance that has none.
+func rawSelector(m Metric) string {
+	sel := string(m) + `{` + labelNamespace + `!="",` + labelPod + `!=""`
+	if m == MetricGREngineActive {
+		sel += `,` + labelMIGInstance + `!=""`
+	}
+	return sel + `}`
+}
+
+// byKey is the grouping of every term: one result per GPU of a pod.
+var byKey = strings.Join([]string{labelNamespace, labelPod, labelUUID, labelMIGInstance}, ", ")
+
+// rawExpr is the query on the raw series.
+func rawExpr(q Query, staleness time.Duration) string {
 	w := max(q.Window.Truncate(time.Millisecond), time.Millisecond)
 	part := max((w / coverageParts).Truncate(time.Millisecond), time.Millisecond)
 	edge := min(staleness.Truncate(time.Millisecond), w)
@@ -130,8 +153,8 @@ func Expr(q Query, staleness time.Duration) string {
 		edge = time.Millisecond
 	}
 
-	sel := string(q.Metric) + `{` + labelNamespace + `!="",` + labelPod + `!=""}`
-	by := strings.Join([]string{labelNamespace, labelPod, labelUUID, labelMIGInstance}, ", ")
+	sel := rawSelector(q.Metric)
+	by := byKey
 	// term is `op by (k) (fn(sel[rng] offset off))`.
 	term := func(op, fn string, rng, off time.Duration) string {
 		s := op + " by (" + by + ") (" + fn + "(" + sel + "[" + promDuration(rng) + "]"

@@ -120,7 +120,7 @@ func (p *Prometheus) fetch(ctx context.Context, q Query, now time.Time) Result {
 		vec, ok := val.(model.Vector)
 		if !ok {
 			err = fmt.Errorf("answer is a %s, not a vector", valueType(val))
-		} else if res = decode(q.Metric, vec); res.Err != nil {
+		} else if res = decode(q, vec, now); res.Err != nil {
 			err = res.Err
 		}
 	}
@@ -160,14 +160,19 @@ func redactURL(err error) error {
 	return err
 }
 
-// decode maps the answer to Expr's query for metric m to a Result. It is a
-// pure function of its input: every rule that makes a GPU doubtful is here or
-// in the query, and none makes one idle.
-func decode(m Metric, vec model.Vector) Result {
-	scale, ok := m.percentPerUnit()
+// decode maps the answer to Expr's query for q, evaluated at now, to a
+// Result. It is a pure function of its input: every rule that makes a GPU
+// doubtful is here or in the query, and none makes one idle.
+func decode(q Query, vec model.Vector, now time.Time) Result {
+	scale, ok := q.Metric.percentPerUnit()
 	if !ok {
-		return Result{Err: fmt.Errorf("unsupported metric %q", m)}
+		return Result{Err: fmt.Errorf("unsupported metric %q", q.Metric)}
 	}
+	buckets := UsesBuckets(q.Window)
+	if buckets {
+		scale = 1 // the query answers in percent already
+	}
+	var group groupHealth
 	type row struct {
 		pod int // index in keys
 		gpu GPU
@@ -178,6 +183,13 @@ func decode(m Metric, vec model.Vector) Result {
 	var counts []int
 	var dropped map[PodKey]int
 	for _, s := range vec {
+		if buckets {
+			if isGroup, err := group.take(s); err != nil {
+				return Result{Err: err}
+			} else if isGroup {
+				continue
+			}
+		}
 		ns, name := s.Metric[labelNamespace], s.Metric[labelPod]
 		if ns == "" || name == "" {
 			// Not attributable to a pod; the query never returns these.
@@ -206,6 +218,15 @@ func decode(m Metric, vec model.Vector) Result {
 		}
 		counts[i]++
 		rows = append(rows, row{pod: i, gpu: GPU{ID: id, MaxPercent: v * scale}})
+	}
+
+	if buckets {
+		// A group that did not record the whole window makes every pod
+		// Unknown, as a failed query does: the buckets' holes are its own,
+		// not the GPUs'.
+		if err := group.check(q, now); err != nil {
+			return Result{Err: err}
+		}
 	}
 
 	// One backing array for every pod's GPUs, each pod a capped sub-slice

@@ -13,21 +13,10 @@ import (
 	"github.com/kubemedic/kubemedic/janitor/gpuutil"
 )
 
-// bucketRecordKinds are the series the bucket group records per metric, in
-// the order it must record them: gpus counts the GPUs the samples rule
-// recorded at the same evaluation, so it comes after it.
-var bucketRecordKinds = []string{"max_percent", "samples", "nan", "gpus"}
-
 // perGPUBy is the grouping of every per-GPU bucket: the janitor's key
 // (janitor/gpuutil), so that the container, instance and Hostname labels
 // fall away and a series split by an exporter restart is one GPU.
 const perGPUBy = "by (namespace, pod, UUID, GPU_I_ID)"
-
-// bucketRecord is the name of the series of kind for metric m in buckets
-// of interval iv: kubemedic:<metric in lower case>:<kind>_<interval>.
-func bucketRecord(m gpuutil.Metric, kind, iv string) string {
-	return "kubemedic:" + strings.ToLower(string(m)) + ":" + kind + "_" + iv
-}
 
 // TestJanitorGPUBucketRules checks what promtool cannot about the recording
 // rules the janitor will read its long windows from: they are the only
@@ -55,6 +44,7 @@ func TestJanitorGPUBucketRules(t *testing.T) {
 	iv := group.Interval
 	interval, err := time.ParseDuration(iv)
 	require.NoError(t, err, "group %s needs an interval: the bucket size", bucketGroup)
+	require.Equal(t, gpuutil.BucketSize, interval, "the janitor reads buckets of gpuutil.BucketSize")
 	offset, err := time.ParseDuration(group.QueryOffset)
 	require.NoError(t, err, "group %s needs a query_offset, so that a scrape in flight at a bucket's end is in it", bucketGroup)
 	require.Positive(t, offset)
@@ -92,8 +82,8 @@ func TestJanitorGPUBucketRules(t *testing.T) {
 	}
 	rangeRef := regexp.MustCompile(`\[([^\]]*)\]`)
 	for _, m := range []gpuutil.Metric{gpuutil.MetricGPUUtil, gpuutil.MetricGREngineActive} {
-		for _, kind := range bucketRecordKinds {
-			name := bucketRecord(m, kind, iv)
+		for _, kind := range gpuutil.BucketKinds {
+			name := gpuutil.BucketSeries(m, kind)
 			t.Run(name, func(t *testing.T) {
 				i, ok := order[name]
 				require.True(t, ok, "group %s does not record %s", bucketGroup, name)
@@ -104,11 +94,9 @@ func TestJanitorGPUBucketRules(t *testing.T) {
 				}
 				names, err := promqlMetricNames(r.Expr)
 				require.NoError(t, err)
-				if kind == "gpus" {
-					samples := bucketRecord(m, "samples", iv)
-					require.Equal(t, []string{samples}, names)
-					require.Greater(t, i, order[samples], "%s counts what %s recorded at the same evaluation", name, samples)
-					require.Contains(t, r.Expr, "or vector(0)", "one sample per evaluation, GPUs or none")
+				if kind == gpuutil.BucketEnd {
+					require.Empty(t, names)
+					require.Equal(t, "vector(time())", r.Expr, "one sample per evaluation, GPUs or none: the bucket's end")
 					return
 				}
 				require.Equal(t, []string{string(m)}, names)
@@ -125,5 +113,5 @@ func TestJanitorGPUBucketRules(t *testing.T) {
 			})
 		}
 	}
-	require.Len(t, group.Rules, 2*len(bucketRecordKinds), "group %s records only the series above", bucketGroup)
+	require.Len(t, group.Rules, 2*len(gpuutil.BucketKinds), "group %s records only the series above", bucketGroup)
 }

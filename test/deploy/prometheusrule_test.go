@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubemedic/kubemedic/internal/localcluster"
+	"github.com/kubemedic/kubemedic/janitor/gpuutil"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 	"github.com/kubemedic/kubemedic/test/harness"
 )
@@ -30,7 +31,7 @@ const (
 	bucketsUnitTestFile = "deploy/prometheus/gpu_buckets_test.yaml"
 	// bucketGroup is the one group of recording rules: dcgm-exporter's GPU
 	// utilisation in fixed buckets for the janitor (docs/janitor.md).
-	bucketGroup      = "kubemedic-janitor-gpu-buckets"
+	bucketGroup      = gpuutil.BucketGroup
 	runbooksFile     = "docs/runbooks.md"
 	runbookURLPrefix = "https://github.com/kubemedic/kubemedic/blob/main/docs/runbooks.md#"
 )
