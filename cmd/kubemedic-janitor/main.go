@@ -19,7 +19,7 @@ import (
 
 func main() {
 	var o controller.ManagerOptions
-	var logLevel, tokenFile, slackURL string
+	var logLevel, tokenFile, slackURL, secretFile string
 	fs := flag.CommandLine
 	fs.StringVar(&o.Namespace, "namespace", "kubemedic-system", "the janitor's namespace: holds the leader-election Lease; its pods are never reclaimed")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader so that only one replica acts")
@@ -32,6 +32,8 @@ func main() {
 	fs.StringVar(&tokenFile, "slack-token-file", "", "file holding the Slack bot token (xoxb-...); else the "+notify.EnvSlackToken+" environment variable; neither: no notices, and nothing is reclaimed where the policy requires a notice")
 	fs.StringVar(&slackURL, "slack-api-url", "", "Slack Web API base URL (default https://slack.com/api/)")
 	fs.StringVar(&o.DefaultChannel, "slack-default-channel", "", "channel for notices of pods whose owner cannot be found")
+	fs.StringVar(&o.Interactivity.Addr, "slack-interactivity-bind-address", "0", "address of Slack's interactivity endpoint (path /slack/interactivity), e.g. :8082; with a signing secret, notices carry Keep, Reclaim now and Restore buttons; 0 turns it off")
+	fs.StringVar(&secretFile, "slack-signing-secret-file", "", "file holding the Slack app's signing secret; else the "+notify.EnvSlackSigningSecret+" environment variable; neither: no buttons, the messages say how to act with kubectl")
 	fs.StringVar(&logLevel, "log-level", "info", logflag.Usage)
 	// controller-runtime registers --kubeconfig on flag.CommandLine.
 	flag.Parse()
@@ -53,6 +55,20 @@ func main() {
 		o.Notifier = notify.NewSlack(token, notify.SlackOptions{APIURL: slackURL, Logger: log.WithName("slack")})
 	} else {
 		log.Info("No Slack token: notices cannot be sent; pods are reclaimed only where the policy sets requireNotice: false")
+	}
+	secret, err := notify.SigningSecretFromFileOrEnv(secretFile, notify.EnvSlackSigningSecret)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubemedic-janitor: --slack-signing-secret-file: %v\n", err)
+		os.Exit(2)
+	}
+	o.Interactivity.SigningSecret = secret
+	switch {
+	case o.Interactivity.Addr == "0" || o.Interactivity.Addr == "":
+		log.Info("No --slack-interactivity-bind-address: messages carry no buttons; owners act with kubectl")
+	case secret == "":
+		log.Info("No Slack signing secret: messages carry no buttons; owners act with kubectl")
+	case token == "":
+		log.Info("No Slack token: the interactivity endpoint is off")
 	}
 	if o.PrometheusURL == "" {
 		log.Info("No --prometheus-url: the idle rule is Unknown for every pod")

@@ -127,13 +127,13 @@ func TestNoticeMessageSaysWhatWhenHow(t *testing.T) {
 	pp.Facts.WholeGPUs = 1
 	d := decide.Decision{Rule: decide.RuleIdle, Evidence: "GPU utilisation at most 2% over the last 4h on 1 GPU (threshold 5%)",
 		Target: decide.Target{Kind: decide.TargetJob, Name: "train"}, Deadline: now.Add(time.Hour)}
-	m := noticeMessage(pp, d, false)
+	m := noticeMessage(pp, d, false, false)
 	for _, want := range []string{"team/p", "2026-11-25T13:00:00Z", "delete Job train and its pods", "at most 2%",
 		"kubectl annotate pod -n team p --overwrite kubemedic.io/reclaim-snooze-until=2026-11-26T13:00:00Z"} {
 		require.Contains(t, m.Text, want)
 	}
 	require.NotEmpty(t, m.Blocks)
-	require.Contains(t, noticeMessage(pp, d, true).Text, "dry run: nothing will be changed")
+	require.Contains(t, noticeMessage(pp, d, true, false).Text, "dry run: nothing will be changed")
 	require.Contains(t, reclaimedText(pp, decide.Decision{Rule: decide.RuleIdle, Target: decide.Target{Kind: decide.TargetDeployment, Name: "web"}}, "scaled"),
 		"kubectl scale deployment -n team web")
 }

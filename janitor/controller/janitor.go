@@ -84,6 +84,9 @@ type Janitor struct {
 	reported map[string]string
 	// backoff delays notices to pods whose last notice failed (guarded by mu).
 	backoff map[string]backoff
+	// interactions is the Slack interactivity endpoint (interact.go); nil
+	// when buttons are off.
+	interactions *Interactions
 }
 
 var _ manager.LeaderElectionRunnable = &Janitor{}
@@ -108,6 +111,7 @@ func (j *Janitor) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-j.Clock.After(j.Interval):
+		case <-j.kicked(): // a button asked for a reclaim now
 		}
 	}
 }
@@ -264,7 +268,7 @@ func (j *Janitor) notice(ctx context.Context, pp *PodPlan, key string) {
 		return // changed under us, or gone: the next cycle sees it
 	}
 	if j.NotifierReady && pp.HasRecipient {
-		msg := noticeMessage(pp, decide.Decision{Rule: d.Rule, Evidence: d.Evidence, Target: d.Target, Deadline: now.Add(pp.Rules.GracePeriod)}, pp.Rules.DryRun)
+		msg := noticeMessage(pp, decide.Decision{Rule: d.Rule, Evidence: d.Evidence, Target: d.Target, Deadline: now.Add(pp.Rules.GracePeriod)}, pp.Rules.DryRun, j.buttons())
 		log.Info("Sending the reclaim notice", "rule", d.Rule, "to", pp.Recipient.String())
 		sendCtx, cancel := context.WithTimeout(ctx, decide.NoticeTimeout)
 		th, err := j.Notifier.Post(sendCtx, pp.Recipient, nil, msg)
@@ -337,7 +341,7 @@ func (j *Janitor) reclaim(ctx context.Context, pp *PodPlan, key string) {
 		_ = j.record(ctx, pp.Pod, n) // logged; the action is idempotent if it is repeated
 	}
 	text := reclaimedText(pp, d, result)
-	j.reply(ctx, pp, text)
+	j.replyMessage(ctx, pp, reclaimedMessage(pp, d, text, j.buttons()))
 	j.event(pp.Pod, corev1.EventTypeNormal, EventReclaimed, "Reclaim", text)
 }
 

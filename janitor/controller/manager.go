@@ -51,6 +51,9 @@ type Options struct {
 	Registry prometheus.Registerer
 	// Identity names this janitor in notice claims; default the hostname.
 	Identity string
+	// Interactivity turns on the Slack buttons and their endpoint; off
+	// without an address, a signing secret or a Notifier.
+	Interactivity InteractivityOptions
 }
 
 // ManagerOptions configures NewManager.
@@ -102,6 +105,15 @@ func NewManager(ctx context.Context, cfg *rest.Config, o ManagerOptions) (ctrl.M
 	j, err := New(mgr, o.Options)
 	if err != nil {
 		return nil, nil, err
+	}
+	ui, err := enableInteractions(j, o.Interactivity)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ui != nil {
+		if err := mgr.Add(ui); err != nil {
+			return nil, nil, fmt.Errorf("add the Slack interactivity endpoint: %w", err)
+		}
 	}
 	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
 	if err != nil {

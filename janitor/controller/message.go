@@ -30,8 +30,11 @@ func dryRunNote(dry bool) string {
 	return ""
 }
 
-// noticeMessage is the first message of a pod's thread.
-func noticeMessage(pp *PodPlan, d decide.Decision, dry bool) notify.Message {
+// noticeMessage is the first message of a pod's thread. With buttons (the
+// janitor serves Slack's interactivity endpoint) it carries "Keep" buttons
+// up to the policy's maxSnooze and "Reclaim now"; the kubectl way is
+// always there too.
+func noticeMessage(pp *PodPlan, d decide.Decision, dry, buttons bool) notify.Message {
 	ref := podRef(pp)
 	gpus := pp.Facts.GPUs()
 	what := d.Target.Describe()
@@ -64,8 +67,82 @@ func noticeMessage(pp *PodPlan, d decide.Decision, dry bool) notify.Message {
 	if pp.Rules.Description != "" {
 		ctx = append(ctx, notify.Escape(pp.Rules.Description))
 	}
+	if buttons {
+		if b := noticeButtons(pp, d); b != nil {
+			blocks = append(blocks, notify.Section(noticeButtonsText(pp, d)), b)
+			text += ". Or press a button in this message."
+		}
+	}
 	blocks = append(blocks, notify.Context(ctx...))
 	return notify.Message{Text: text, Blocks: blocks}
+}
+
+// noticeButtonsText says what the buttons do and the snooze's limit.
+func noticeButtonsText(pp *PodPlan, d decide.Decision) string {
+	limit := d.Deadline.Add(pp.Rules.MaxSnooze)
+	s := "*Or press a button* (only the pod's owner can): "
+	if len(decide.KeepButtons(pp.Rules.MaxSnooze)) > 0 {
+		s += fmt.Sprintf("*Keep* keeps it for that long from the press, at most %s after the deadline (until %s); ",
+			decide.Human(pp.Rules.MaxSnooze), notify.Date(limit))
+	}
+	s += "*Reclaim now* frees the GPUs at once"
+	if decide.Restorable(d.Target) {
+		s += "; the message that says it was reclaimed has a *Restore* button"
+	}
+	return s + "."
+}
+
+// noticeButtons is the actions block of a notice; nil when the pod has
+// no UID (never, for a pod read from the API server).
+func noticeButtons(pp *PodPlan, d decide.Decision) slack.Block {
+	if pp.Pod.UID == "" {
+		return nil
+	}
+	ref := decide.Button{Namespace: pp.Pod.Namespace, Pod: pp.Pod.Name, UID: pp.Pod.UID}
+	var elems []slack.BlockElement
+	for i, k := range decide.KeepButtons(pp.Rules.MaxSnooze) {
+		b := ref
+		b.Action, b.Keep = decide.ActionKeep, k.Keep
+		e := slack.NewButtonBlockElement(b.ActionID(), b.Encode(), plain(decide.ButtonLabel(k.Keep)))
+		if i == 0 {
+			e = e.WithStyle(slack.StylePrimary)
+		}
+		elems = append(elems, e)
+	}
+	b := ref
+	b.Action = decide.ActionReclaimNow
+	confirm := slack.NewConfirmationBlockObject(plain("Reclaim now?"),
+		plain(cut(fmt.Sprintf("This will %s now, without waiting for the deadline.", d.Target.Describe()), 300)), plain("Reclaim now"), plain("Cancel"))
+	elems = append(elems, slack.NewButtonBlockElement(b.ActionID(), b.Encode(), plain("Reclaim now")).WithStyle(slack.StyleDanger).WithConfirm(confirm))
+	return slack.NewActionBlock("kubemedic-notice", elems...)
+}
+
+// reclaimedMessage is the thread's reply after a reclaim; with buttons, a
+// reclaim that can be undone carries "Restore".
+func reclaimedMessage(pp *PodPlan, d decide.Decision, text string, buttons bool) notify.Message {
+	m := threadMessage(pp, text)
+	if !buttons || !decide.Restorable(d.Target) || pp.Pod.UID == "" {
+		return m
+	}
+	b := decide.Button{Action: decide.ActionRestore, Namespace: pp.Pod.Namespace, Pod: pp.Pod.Name, UID: pp.Pod.UID,
+		TargetKind: d.Target.Kind, TargetName: d.Target.Name, TargetUID: d.Target.UID, TargetAPIVersion: d.Target.APIVersion}
+	m.Text += " Or press Restore."
+	m.Blocks = append(m.Blocks[:1:1], slack.NewActionBlock("kubemedic-reclaimed",
+		slack.NewButtonBlockElement(b.ActionID(), b.Encode(), plain("Restore")).WithStyle(slack.StylePrimary)), m.Blocks[1])
+	return m
+}
+
+func plain(s string) *slack.TextBlockObject {
+	return slack.NewTextBlockObject(slack.PlainTextType, s, false, false)
+}
+
+// cut shortens s to n runes for a field with a Slack limit.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 func nodeOr(n string) string {
@@ -117,7 +194,7 @@ func restoreHint(pp *PodPlan, d decide.Decision) string {
 		return fmt.Sprintf("To restore it: kubectl scale %s -n %s %s --replicas=<the count in its %s annotation>.",
 			strings.ToLower(string(d.Target.Kind)), pp.Pod.Namespace, d.Target.Name, v1alpha1.AnnotationReclaimedReplicas)
 	case decide.TargetNotebook:
-		return "Start the notebook again from the Kubeflow UI when you need it."
+		return fmt.Sprintf("Start the notebook again from the Kubeflow UI when you need it (or: kubectl annotate notebook -n %s %s %s-).", pp.Pod.Namespace, d.Target.Name, AnnotationNotebookStops)
 	}
 	return "Submit it again when you need the GPU."
 }

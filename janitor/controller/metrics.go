@@ -24,6 +24,7 @@ type Metrics struct {
 	cycleDuration   prometheus.Histogram
 	lastCycle       prometheus.Gauge
 	writes          *prometheus.CounterVec
+	interactions    *prometheus.CounterVec
 }
 
 // NewMetrics makes the metrics; Register adds them to a registry.
@@ -49,13 +50,15 @@ func NewMetrics() *Metrics {
 			Help: "When the last janitor cycle ended (Unix time)."}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kubemedic_janitor_api_writes_total",
 			Help: "Writes to the API server by the janitor, by verb (patch, delete, event)."}, []string{"verb"}),
+		interactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kubemedic_janitor_slack_interactions_total",
+			Help: "Requests to the Slack interactivity endpoint, by action (keep, reclaim, restore; unknown before the signature is checked) and result (done, not_owner, recreated, gone, already_reclaimed, no_notice, not_allowed, conflict, failed; refused: forged, stale, replayed, busy, bad_request)."}, []string{"action", "result"}),
 	}
 }
 
 // Register adds the metrics to r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{m.pods, m.reclaimedPods, m.reclaimedGPUs, m.noticeFailures, m.queryDuration, m.queryErrors,
-		m.metricsReadable, m.cycleDuration, m.lastCycle, m.writes} {
+		m.metricsReadable, m.cycleDuration, m.lastCycle, m.writes, m.interactions} {
 		if err := r.Register(c); err != nil {
 			return err
 		}

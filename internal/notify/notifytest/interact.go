@@ -120,18 +120,12 @@ type Button struct {
 
 // Buttons lists the buttons of a posted message, in order.
 func (p Posted) Buttons() []Button {
+	// Other blocks' elements differ in shape (a context block's text is a
+	// string): only actions blocks are decoded further.
 	var blocks []struct {
-		Type     string `json:"type"`
-		BlockID  string `json:"block_id"`
-		Elements []struct {
-			Type     string `json:"type"`
-			ActionID string `json:"action_id"`
-			Value    string `json:"value"`
-			Style    string `json:"style"`
-			Text     struct {
-				Text string `json:"text"`
-			} `json:"text"`
-		} `json:"elements"`
+		Type     string          `json:"type"`
+		BlockID  string          `json:"block_id"`
+		Elements json.RawMessage `json:"elements"`
 	}
 	if len(p.Blocks) == 0 || json.Unmarshal(p.Blocks, &blocks) != nil {
 		return nil
@@ -141,7 +135,19 @@ func (p Posted) Buttons() []Button {
 		if b.Type != "actions" {
 			continue
 		}
-		for _, e := range b.Elements {
+		var elems []struct {
+			Type     string `json:"type"`
+			ActionID string `json:"action_id"`
+			Value    string `json:"value"`
+			Style    string `json:"style"`
+			Text     struct {
+				Text string `json:"text"`
+			} `json:"text"`
+		}
+		if json.Unmarshal(b.Elements, &elems) != nil {
+			continue
+		}
+		for _, e := range elems {
 			if e.Type == "button" {
 				out = append(out, Button{BlockID: b.BlockID, ActionID: e.ActionID, Text: e.Text.Text, Value: e.Value, Style: e.Style})
 			}
