@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/kubemedic/kubemedic/internal/notify"
@@ -135,8 +136,8 @@ func (j *Janitor) Cycle(ctx context.Context) (*Plan, error) {
 	live := map[string]bool{}
 	for _, ig := range plan.Ignored {
 		key := "policy/" + string(ig.Policy.UID)
-		live[key] = true
-		j.once(key, ig.Why, func() {
+		live[key+"/"+EventPolicyIgnored] = true
+		j.tell(ctx, ig.Policy, key, []decide.Tale{{Reason: EventPolicyIgnored, Text: ig.Why}}, func(decide.Tale) {
 			j.event(ig.Policy, corev1.EventTypeWarning, EventPolicyIgnored, "Check", "Not enforced: it is looser than a cluster policy: "+ig.Why)
 		})
 	}
@@ -148,14 +149,19 @@ func (j *Janitor) Cycle(ctx context.Context) (*Plan, error) {
 	for i := range plan.Pods {
 		pp := &plan.Pods[i]
 		key := "pod/" + string(pp.Pod.UID)
-		live[key], live[key+"/problems"], live[key+"/notice"] = true, true, true
+		live[key], live[key+"/notice"], live[key+"/"+EventInvalidValue], live[key+"/"+EventUnsupportedOwner] = true, true, true, true
 		plog := log.WithValues("pod", klog.KObj(pp.Pod))
 		if pp.Err != nil {
 			plog.Error(pp.Err, "Reading the pod's owners failed; leaving it alone this cycle")
 			continue
 		}
-		if len(pp.Problems) > 0 {
-			j.once(key+"/problems", fmt.Sprint(pp.Problems), func() {
+		pctx := logr.NewContext(ctx, plog)
+		j.act(pctx, pp, key, plan.Now)
+		// After act: its optimistic locks use the cached resourceVersion,
+		// which the record of what was told would change.
+		j.tell(pctx, pp.Pod, key, podTales(pp), func(t decide.Tale) {
+			switch t.Reason {
+			case EventInvalidValue:
 				for _, p := range pp.Problems {
 					j.event(pp.Pod, corev1.EventTypeWarning, EventInvalidValue, "Judge", p)
 					// The owner who wrote a snooze that does not parse is
@@ -164,9 +170,11 @@ func (j *Janitor) Cycle(ctx context.Context) (*Plan, error) {
 						j.reply(ctx, pp, fmt.Sprintf("Your snooze of %s was not understood: %s. Use an RFC 3339 time like 2026-12-01T18:00:00Z.", podRef(pp), p))
 					}
 				}
-			})
-		}
-		j.act(logr.NewContext(ctx, plog), pp, key, plan.Now)
+			case EventUnsupportedOwner:
+				plog.Info("Not reclaiming: unsupported owner", "why", pp.Decision.Why)
+				j.event(pp.Pod, corev1.EventTypeWarning, EventUnsupportedOwner, "Reclaim", pp.Decision.Why+"; set deletePodsOfUnknownOwners in the policy to delete such pods")
+			}
+		})
 	}
 	j.forget(live)
 	j.Metrics.setStates(plan)
@@ -189,10 +197,8 @@ func (j *Janitor) act(ctx context.Context, pp *PodPlan, key string, evidenceAt t
 			j.event(pp.Pod, corev1.EventTypeNormal, EventWouldNotify, "Notify", d.Why)
 		})
 	case decide.StepUnsupportedOwner:
-		j.once(key, string(d.Step)+string(d.Rule), func() {
-			log.Info("Not reclaiming: unsupported owner", "why", d.Why)
-			j.event(pp.Pod, corev1.EventTypeWarning, EventUnsupportedOwner, "Reclaim", d.Why+"; set deletePodsOfUnknownOwners in the policy to delete such pods")
-		})
+		// Told once by Cycle (podTales), with its record on the pod.
+		log.V(2).Info("No action: unsupported owner", "why", d.Why)
 	case decide.StepNoticeBlocked:
 		err := notify.ErrNotConfigured
 		why := d.Why
@@ -529,6 +535,57 @@ func (j *Janitor) event(obj runtime.Object, typ, reason, action, note string) {
 	}
 	j.Metrics.writes.WithLabelValues("event").Inc()
 	j.Recorder.Eventf(obj, nil, typ, reason, action, "%s", note)
+}
+
+// podTales are the Warnings told once about a pod: its invalid values
+// (all of them together, as one tale), and an owner the janitor cannot
+// stop for the rule that holds.
+func podTales(pp *PodPlan) []decide.Tale {
+	var tales []decide.Tale
+	if len(pp.Problems) > 0 {
+		tales = append(tales, decide.Tale{Reason: EventInvalidValue, Text: strings.Join(pp.Problems, "\n")})
+	}
+	if d := pp.Decision; d.Step == decide.StepUnsupportedOwner {
+		tales = append(tales, decide.Tale{Reason: EventUnsupportedOwner, Text: string(d.Rule) + " " + d.Target.OwnerKind + " " + d.Target.Name})
+	}
+	return tales
+}
+
+// tell emits the tales not yet told about obj (decide.Tell, against its
+// annotation v1alpha1.AnnotationReclaimTold), then records them there in
+// one merge patch, so that a restarted janitor or a new leader does not
+// tell them again. Nothing to tell, nothing written. The Event goes first:
+// a crash before the record tells once more, never not at all. The
+// process memory (once) keeps a record that cannot be written (no RBAC, a
+// failing API server) from telling every cycle; the write is retried.
+// obj is the cache's: it is not changed.
+func (j *Janitor) tell(ctx context.Context, obj client.Object, key string, tales []decide.Tale, emit func(decide.Tale)) {
+	if len(tales) == 0 {
+		return
+	}
+	news, record := decide.Tell(obj.GetAnnotations()[v1alpha1.AnnotationReclaimTold], tales)
+	if len(news) == 0 {
+		return
+	}
+	for _, t := range news {
+		j.once(key+"/"+t.Reason, decide.TaleHash(t.Text), func() { emit(t) })
+	}
+	gvk, err := apiutil.GVKForObject(obj, j.Client.Scheme())
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "Recording what was told failed")
+		return
+	}
+	target := &metav1.PartialObjectMetadata{}
+	target.SetGroupVersionKind(gvk)
+	target.Namespace, target.Name = obj.GetNamespace(), obj.GetName()
+	// The UID is a precondition: an object recreated under the same name
+	// has been told nothing.
+	patch := map[string]any{"metadata": map[string]any{"uid": string(obj.GetUID()),
+		"annotations": map[string]any{v1alpha1.AnnotationReclaimTold: record}}}
+	if err := j.mergePatch(ctx, target, patch); err != nil && !apierrors.IsNotFound(err) {
+		logr.FromContextOrDiscard(ctx).Error(err, "Recording what was told failed; telling it again is held back until this janitor restarts",
+			"object", klog.KObj(obj))
+	}
 }
 
 // once runs f when key's value changed since the last call.

@@ -88,7 +88,7 @@ func TestJanitorRBAC(t *testing.T) {
 		verbs("batch", "jobs", "get", "list", "watch", "delete"),
 		verbs("kubeflow.org", "notebooks", "patch"),
 		verbs("kubemedic.io", "clusterreclaimpolicies", read...),
-		verbs("kubemedic.io", "reclaimpolicies", read...),
+		verbs("kubemedic.io", "reclaimpolicies", "get", "list", "watch", "patch"),
 		verbs("events.k8s.io", "events", "create", "patch"),
 	)
 	namespaced := slices.Concat(
@@ -446,6 +446,7 @@ func TestJanitorManifestsApply(t *testing.T) {
 		{"patch", "notebooks.kubeflow.org", "research", true},
 		{"list", "clusterreclaimpolicies.kubemedic.io", "", true},
 		{"watch", "reclaimpolicies.kubemedic.io", "", true},
+		{"patch", "reclaimpolicies.kubemedic.io", "research", true},
 		{"create", "events.events.k8s.io", "research", true},
 		{"patch", "events.events.k8s.io", "research", true},
 		{"create", "events", namespace, true},
@@ -468,6 +469,8 @@ func TestJanitorManifestsApply(t *testing.T) {
 		{"patch", "jobs.batch", "research", false},
 		{"delete", "notebooks.kubeflow.org", "research", false},
 		{"update", "clusterreclaimpolicies.kubemedic.io", "", false},
+		{"patch", "clusterreclaimpolicies.kubemedic.io", "", false},
+		{"update", "reclaimpolicies.kubemedic.io", "research", false},
 		{"patch", "reclaimpolicies.kubemedic.io/status", "research", false},
 		{"delete", "namespaces", "", false},
 		{"get", "secrets", namespace, false},
