@@ -28,6 +28,7 @@ func main() {
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0", "address of net/http/pprof (profiles for a scale problem); 0 turns it off")
 	fs.StringVar(&o.PrometheusURL, "prometheus-url", "", "Prometheus HTTP API with dcgm-exporter's metrics, e.g. http://prometheus-k8s.monitoring:9090; without it no pod is ever idle (Unknown)")
 	fs.DurationVar(&o.Staleness, "metrics-staleness", 5*time.Minute, "a GPU series whose last sample is older than this is stale, and its pod Unknown")
+	fs.BoolVar(&o.RawGPUSeries, "raw-gpu-series", false, "read idle windows of 30m or more from dcgm-exporter's raw series instead of kubemedic's recording rules (deploy/prometheus, group kubemedic-janitor-gpu-buckets): only for a Prometheus without those rules and a cluster small enough; at fleet size the raw query of a long window times out")
 	fs.DurationVar(&o.Interval, "interval", controller.DefaultInterval, "time between reclaim cycles")
 	fs.StringVar(&tokenFile, "slack-token-file", "", "file holding the Slack bot token (xoxb-...); else the "+notify.EnvSlackToken+" environment variable; neither: no notices, and nothing is reclaimed where the policy requires a notice")
 	fs.StringVar(&slackURL, "slack-api-url", "", "Slack Web API base URL (default https://slack.com/api/)")

@@ -257,3 +257,12 @@ func dcgmPrefix(s DCGMSeries) string {
 var labelValueEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
 func escapeLabelValue(v string) string { return labelValueEscaper.Replace(v) }
+
+// DCGMLinePrefix is series s's exposition line up to its value,
+// `NAME{labels} `, as the stand-in serves it: for writing a past of the
+// series (OpenMetrics, for promtool's backfill) that looks as scraped.
+func DCGMLinePrefix(s DCGMSeries) string { return dcgmPrefix(s) }
+
+// DCGMFamily is the metric family of s: GPU_UTIL for a whole GPU,
+// GR_ENGINE_ACTIVE for a MIG instance.
+func DCGMFamily(s DCGMSeries) string { return s.metric() }

@@ -45,6 +45,9 @@ type Options struct {
 	Interval time.Duration
 	// Staleness: a series whose last sample is older is stale.
 	Staleness time.Duration
+	// RawGPUSeries reads every idle window from dcgm-exporter's raw series,
+	// never from the recorded buckets (gpuutil.Options.RawSeries).
+	RawGPUSeries bool
 	// Clock is the time source; nil means the real clock.
 	Clock clock.Clock
 	// Registry receives the metrics; nil means controller-runtime's.
@@ -158,7 +161,7 @@ func New(mgr ctrl.Manager, o Options) (*Janitor, error) {
 			if err != nil {
 				return nil, fmt.Errorf("prometheus client for %s: %w", o.PrometheusURL, err)
 			}
-			src = gpuutil.NewPrometheus(promv1.NewAPI(c), gpuutil.Options{Staleness: o.Staleness, Observe: m.ObserveQuery()})
+			src = gpuutil.NewPrometheus(promv1.NewAPI(c), gpuutil.Options{Staleness: o.Staleness, RawSeries: o.RawGPUSeries, Observe: m.ObserveQuery()})
 		}
 	}
 	ready := o.Notifier != nil

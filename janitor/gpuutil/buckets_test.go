@@ -104,7 +104,7 @@ func TestDecodeBuckets(t *testing.T) {
 			if tt.q.Window == 0 {
 				tt.q = q
 			}
-			got := decode(tt.q, tt.vec, now)
+			got := decode(tt.q, tt.vec, now, UsesBuckets(tt.q.Window))
 			if tt.wantErr != "" {
 				require.EqualError(t, got.Err, tt.wantErr)
 				require.Nil(t, got.Pods)
@@ -118,7 +118,7 @@ func TestDecodeBuckets(t *testing.T) {
 
 	// In bucket mode the answer is in percent already: a MIG instance's
 	// value is not multiplied again.
-	mig := decode(Query{Metric: MetricGREngineActive, Window: time.Hour}, append(append(model.Vector{}, healthy...), migRow("ml", "m", "GPU-m", "3", 40)), now)
+	mig := decode(Query{Metric: MetricGREngineActive, Window: time.Hour}, append(append(model.Vector{}, healthy...), migRow("ml", "m", "GPU-m", "3", 40)), now, true)
 	require.NoError(t, mig.Err)
 	require.Equal(t, []GPU{{ID: "GPU-m/3", MaxPercent: 40}}, mig.Pods[PodKey{"ml", "m"}])
 }

@@ -151,7 +151,7 @@ func TestDecode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			got := decode(Query{Metric: tt.metric, Window: time.Minute}, tt.vec, time.Time{})
+			got := decode(Query{Metric: tt.metric, Window: time.Minute}, tt.vec, time.Time{}, false)
 			if tt.wantErr != "" {
 				require.EqualError(t, got.Err, tt.wantErr)
 				require.Nil(t, got.Pods)
@@ -178,7 +178,7 @@ func TestDecodeSlicesAreCapped(t *testing.T) {
 	got := decode(Query{Metric: MetricGPUUtil, Window: time.Minute}, model.Vector{
 		gpuRow("a", "p", "GPU-1", 1),
 		gpuRow("b", "q", "GPU-2", 2),
-	}, time.Time{})
+	}, time.Time{}, false)
 	require.NoError(t, got.Err)
 	p := got.Pods[PodKey{"a", "p"}]
 	_ = append(p, GPU{ID: "GPU-x"})
@@ -221,7 +221,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.ResetTimer()
 	var res Result
 	for b.Loop() {
-		res = decode(Query{Metric: MetricGPUUtil, Window: time.Minute}, vec, time.Time{})
+		res = decode(Query{Metric: MetricGPUUtil, Window: time.Minute}, vec, time.Time{}, false)
 	}
 	b.StopTimer()
 	if res.Err != nil || len(res.Pods) < 49_000 {

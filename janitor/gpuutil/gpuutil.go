@@ -127,7 +127,7 @@ func Expr(q Query, staleness time.Duration) string {
 	if UsesBuckets(q.Window) {
 		return bucketExpr(q, staleness)
 	}
-	return rawExpr(q, staleness)
+	return RawExpr(q, staleness)
 }
 
 // rawSelector selects m's series of pods; GR_ENGINE_ACTIVE only for MIG
@@ -144,8 +144,13 @@ func rawSelector(m Metric) string {
 // byKey is the grouping of every term: one result per GPU of a pod.
 var byKey = strings.Join([]string{labelNamespace, labelPod, labelUUID, labelMIGInstance}, ", ")
 
-// rawExpr is the query on the raw series.
-func rawExpr(q Query, staleness time.Duration) string {
+// RawExpr is the query on the raw series, whatever the window: Expr's for
+// windows shorter than MinBucketWindow, and every window's with
+// Options.RawSeries.
+func RawExpr(q Query, staleness time.Duration) string {
+	if staleness <= 0 {
+		staleness = DefaultStaleness
+	}
 	w := max(q.Window.Truncate(time.Millisecond), time.Millisecond)
 	part := max((w / coverageParts).Truncate(time.Millisecond), time.Millisecond)
 	edge := min(staleness.Truncate(time.Millisecond), w)

@@ -36,6 +36,12 @@ type Options struct {
 	// It must be a few scrape intervals at least, or healthy series look
 	// stale. Zero means DefaultStaleness.
 	Staleness time.Duration
+	// RawSeries reads every window from the raw series (RawExpr), never
+	// from the recorded buckets: for a Prometheus without kubemedic's
+	// recording rules, where the windows are short or the pods few enough
+	// for it. At fleet size a long window's raw query times out, and every
+	// pod is Unknown.
+	RawSeries bool
 	// Observe, when set, is called once per query after it finished, with
 	// its duration and error (for a query-duration metric); a query refused
 	// before it was sent reports a zero duration. It is called from several
@@ -114,13 +120,18 @@ func (p *Prometheus) fetch(ctx context.Context, q Query, now time.Time) Result {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	start := time.Now()
-	val, warnings, err := p.api.Query(ctx, Expr(q, p.opts.Staleness), now, promv1.WithTimeout(p.opts.Timeout))
+	buckets := !p.opts.RawSeries && UsesBuckets(q.Window)
+	expr := RawExpr(q, p.opts.Staleness)
+	if buckets {
+		expr = bucketExpr(q, p.opts.Staleness)
+	}
+	val, warnings, err := p.api.Query(ctx, expr, now, promv1.WithTimeout(p.opts.Timeout))
 	var res Result
 	if err == nil {
 		vec, ok := val.(model.Vector)
 		if !ok {
 			err = fmt.Errorf("answer is a %s, not a vector", valueType(val))
-		} else if res = decode(q, vec, now); res.Err != nil {
+		} else if res = decode(q, vec, now, buckets); res.Err != nil {
 			err = res.Err
 		}
 	}
@@ -160,15 +171,15 @@ func redactURL(err error) error {
 	return err
 }
 
-// decode maps the answer to Expr's query for q, evaluated at now, to a
-// Result. It is a pure function of its input: every rule that makes a GPU
-// doubtful is here or in the query, and none makes one idle.
-func decode(q Query, vec model.Vector, now time.Time) Result {
+// decode maps the answer to the query for q, evaluated at now, to a
+// Result: bucketExpr's when buckets, else RawExpr's. It is a pure function
+// of its input: every rule that makes a GPU doubtful is here or in the
+// query, and none makes one idle.
+func decode(q Query, vec model.Vector, now time.Time, buckets bool) Result {
 	scale, ok := q.Metric.percentPerUnit()
 	if !ok {
 		return Result{Err: fmt.Errorf("unsupported metric %q", q.Metric)}
 	}
-	buckets := UsesBuckets(q.Window)
 	if buckets {
 		scale = 1 // the query answers in percent already
 	}
