@@ -425,7 +425,7 @@ func (in *Interactions) restore(ctx context.Context, ic *slack.InteractionCallba
 		}
 		return "", "", fmt.Errorf("restore %s %s/%s: %w", b.TargetKind, b.Namespace, b.TargetName, err)
 	}
-	text := fmt.Sprintf("Restored: %s pressed Restore and the janitor %s. The GPUs are requested again; the pod starts when the scheduler finds room.", notify.Mention(ic.User.ID), did)
+	text := fmt.Sprintf("Restored %s/%s: %s pressed Restore and the janitor %s. The GPUs are requested again; the pod starts when the scheduler finds room.", b.Namespace, b.Pod, notify.Mention(ic.User.ID), did)
 	pp := &PodPlan{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Pod, UID: b.UID}}}
 	in.confirm(ctx, pp, ic, text)
 	j.event(obj, corev1.EventTypeNormal, EventRestored, "Restore", text)

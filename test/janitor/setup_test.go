@@ -84,6 +84,8 @@ type janitor struct {
 	cancel context.CancelFunc
 	done   chan error
 	reg    *prometheus.Registry
+	// jan is the running janitor (its Slack endpoint, when on).
+	jan *controller.Janitor
 }
 
 func (w *world) janitor(mut ...func(*controller.ManagerOptions)) *janitor {
@@ -106,8 +108,9 @@ func (j *janitor) start() *janitor {
 	o := j.opts
 	o.Registry = j.reg
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, _, err := controller.NewManager(ctx, j.w.env.Config, o)
+	mgr, jan, err := controller.NewManager(ctx, j.w.env.Config, o)
 	require.NoError(j.t, err)
+	j.jan = jan
 	j.cancel, j.done = cancel, make(chan error, 1)
 	go func() { j.done <- mgr.Start(ctx) }()
 	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
