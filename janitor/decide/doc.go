@@ -2,7 +2,8 @@
 // (pod facts, merged policy, GPU evidence, the pod's notice state, now):
 // which rule holds (Judge), what the GPU metrics say (IdleFromMetrics),
 // what to do next in notice → grace → recheck → act (Next), and whether the
-// evidence a reclaim was decided on is too old to act on (EvidenceTooOld).
+// evidence a reclaim was decided on is too old to act on (EvidenceTooOld),
+// and which Warnings told once are new to an object's record (Tell).
 // The controller and `kubemedic janitor plan` both call the judging ones,
 // so the two cannot drift; EvidenceTooOld only the controller, as the plan
 // never acts.
