@@ -87,10 +87,6 @@ func (h DCGMHistory) WriteOpenMetrics(w io.Writer) error {
 // not be in use yet) as TSDB blocks, with promtool. The OpenMetrics file is
 // written next to dataDir and removed afterwards.
 func Backfill(ctx context.Context, h DCGMHistory, dataDir string) error {
-	promtool, err := localcluster.Binary("promtool")
-	if err != nil {
-		return err
-	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return err
 	}
@@ -106,7 +102,23 @@ func Backfill(ctx context.Context, h DCGMHistory, dataDir string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return runTool(ctx, promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet", f.Name(), dataDir)
+	return BackfillFile(ctx, f.Name(), dataDir)
+}
+
+// BackfillFile turns the OpenMetrics file into TSDB blocks in dataDir with
+// promtool, adding labels ("name=value") to every series: a scrape's job
+// and instance, so that the past and the scrapes that follow it are one
+// series.
+func BackfillFile(ctx context.Context, file, dataDir string, labels ...string) error {
+	promtool, err := localcluster.Binary("promtool")
+	if err != nil {
+		return err
+	}
+	args := []string{"tsdb", "create-blocks-from", "openmetrics", "--quiet"}
+	for _, l := range labels {
+		args = append(args, "--label="+l)
+	}
+	return runTool(ctx, promtool, append(args, file, dataDir)...)
 }
 
 // BackfillRules evaluates the recording rules of rulesFile over [start,

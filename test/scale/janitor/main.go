@@ -24,7 +24,7 @@
 //     prometheus_http_requests_total{handler="/api/v1/query"} and
 //     prometheus_engine_query_duration_seconds_count{slice="inner_eval"}
 //     (it has no rules, and this program sends no query in that time).
-//   - memory: the janitor's peak RSS (VmHWM, goal <= 250 MiB), and its
+//   - memory: the janitor's peak RSS (VmHWM, goal <= 200 MiB), and its
 //     process_resident_memory_bytes and go_memstats_heap_inuse_bytes.
 //   - API writes per cycle when nothing changes (goal 0): the deltas of
 //     kubemedic_janitor_api_writes_total and of the janitor's client-side
@@ -118,6 +118,7 @@ type config struct {
 	steady, window          time.Duration
 	interval, scrape        time.Duration
 	staleness               time.Duration
+	historyLead             time.Duration
 	idlePct                 float64
 	workers                 int
 	bin                     string
@@ -137,11 +138,24 @@ func main() {
 	flag.DurationVar(&c.staleness, "staleness", 30*time.Second, "the janitor's --metrics-staleness (a few scrape intervals)")
 	flag.Float64Var(&c.idlePct, "idle-percent", 1, "percentage of the pods that go idle for the busy cycle; 0 skips it")
 	flag.IntVar(&c.workers, "workers", 32, "concurrent creates")
+	flag.DurationVar(&c.historyLead, "history-lead", 8*time.Minute, "for a window of 30m or more: how far ahead of now the backfilled past ends, where Prometheus starts; it must cover writing the past and promtool's blocks")
 	flag.StringVar(&c.bin, "bin", "", "kubemedic-janitor binary (default: go build ./cmd/kubemedic-janitor)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the work directory (janitor and Prometheus logs) and print its path")
 	flag.StringVar(&c.gomemlimit, "gomemlimit", "", "the janitor's GOMEMLIMIT (e.g. 230MiB, as deploy/janitor/deployment.yaml sets); empty: unset")
 	flag.BoolVar(&c.pprof, "pprof", false, "run the janitor with --pprof-bind-address and save a CPU profile of a few cycles and a heap profile at the end (implies -keep)")
 	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if gpuutil.UsesBuckets(c.window) {
+		// A long window is backfilled at dcgm-exporter's default
+		// collection interval, with a staleness of a few of them.
+		if !set["scrape"] {
+			c.scrape = 30 * time.Second
+		}
+		if !set["staleness"] {
+			c.staleness = 2 * time.Minute
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, c); err != nil {
@@ -241,29 +255,60 @@ func run(ctx context.Context, c config) error {
 	w := newWorld(c)
 
 	// The series first, so that Prometheus holds a whole window of them
-	// long before the janitor starts.
+	// long before the janitor starts: scraped for a short window, a
+	// backfilled past for a window read from the recorded buckets, where
+	// the idle pods are idle over the whole past (history.go).
+	backfill := gpuutil.UsesBuckets(c.window)
+	idle := func(int) bool { return false }
+	if backfill && c.idlePct > 0 {
+		n := max(1, int(math.Round(float64(c.pods)*c.idlePct/100)))
+		stride := c.pods / n
+		idle = func(i int) bool { return i%stride == 0 && i/stride < n }
+	}
 	dcgm := harness.NewDCGMExporter()
 	defer dcgm.Close()
 	for i := range c.pods {
-		dcgm.Set(w.series(i), busyPercent)
+		v := float64(busyPercent)
+		if idle(i) {
+			v = 0
+		}
+		dcgm.Set(w.series(i), v)
 	}
-	seriesSince := time.Now()
 	promDir := filepath.Join(work, "prometheus")
 	if err := os.Mkdir(promDir, 0o755); err != nil {
 		return err
 	}
-	promCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	prom, err := harness.NewPrometheus(promCtx, promDir, fmt.Sprintf(`global:
+	promConfig := fmt.Sprintf(`global:
   scrape_interval: %s
   evaluation_interval: %s
 scrape_configs:
   - job_name: dcgm-exporter
     static_configs:
       - targets: [%q]
-`, c.scrape, c.scrape, dcgm.URL))
+`, c.scrape, c.scrape, dcgm.URL)
+	var past *history
+	if backfill {
+		if past, err = writeHistory(ctx, c, w, promDir, strings.TrimPrefix(dcgm.URL, "http://"), idle); err != nil {
+			return err
+		}
+		promConfig += fmt.Sprintf("rule_files:\n  - %q\n", past.rules)
+	}
+	seriesSince := time.Now()
+	promCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	// The sample limit lets compareRaw's raw query of a long window run.
+	prom, err := harness.NewPrometheus(promCtx, promDir, promConfig, "--query.max-samples=500000000")
 	cancel()
 	if err != nil {
 		return err
+	}
+	if past != nil {
+		seriesSince = past.start
+		if err := past.backfillRules(ctx, c, prom); err != nil {
+			_ = prom.Stop()
+			return err
+		}
+		rep.add("history", "%d series x %s at %s backfilled: %s of OpenMetrics written in %s, TSDB blocks by promtool in %s, the recording rules by promtool in %s",
+			c.pods, past.end.Sub(past.start), c.scrape, scaleutil.MiB(past.size), past.took.write.Round(time.Second), past.took.blocks.Round(time.Second), past.took.rules.Round(time.Second))
 	}
 	defer func() {
 		if err := prom.Stop(); err != nil {
@@ -322,6 +367,17 @@ scrape_configs:
 		rep.add("", "kwok went on patching pod status after all were Running: %.0f more patches, quiet %s later", extra, time.Since(t0).Round(time.Second))
 	}
 
+	if past != nil {
+		t0 = time.Now()
+		if err := backdatePods(ctx, c, cs, w, past.start); err != nil {
+			return err
+		}
+		if err := startTimes(ctx, cs, w, past.start); err != nil {
+			return err
+		}
+		rep.add("", "every pod's status.startTime set to the past's start, %s (kwok starts them now), in %s", past.start.UTC().Format(time.RFC3339), time.Since(t0).Round(time.Second))
+	}
+
 	if err := createPolicy(ctx, env, c.window); err != nil {
 		return err
 	}
@@ -334,7 +390,7 @@ scrape_configs:
 			return err
 		}
 	}
-	n, err := promQuery(ctx, prom.URL, fmt.Sprintf(`count(count_over_time(DCGM_FI_DEV_GPU_UTIL[%ds]) >= %d)`,
+	n, err := promQuery(ctx, prom.URL, fmt.Sprintf(`count(sum by (namespace, pod, UUID) (count_over_time(DCGM_FI_DEV_GPU_UTIL[%ds])) >= %d)`,
 		int(c.window/time.Second), int(c.window/c.scrape)*9/10))
 	if err != nil {
 		return err
@@ -376,7 +432,27 @@ scrape_configs:
 	if err := queryStats(ctx, c, prom.URL, rep); err != nil {
 		return err
 	}
-	if c.idlePct > 0 {
+	if past != nil {
+		// The idle pods were idle over the whole past: candidates from the
+		// first cycle on, and every other pod measured.
+		m, err := jan.metrics(ctx)
+		if err != nil {
+			return err
+		}
+		want := 0
+		for i := range c.pods {
+			if idle(i) {
+				want++
+			}
+		}
+		got := m.value("kubemedic_janitor_pods", map[string]string{"rule": "Idle", "state": "candidate"})
+		unknown := m.value("kubemedic_janitor_pods", map[string]string{"rule": "Idle", "state": "unknown"})
+		rep.verdict(got == float64(want) && unknown == 0, "verdicts on the recorded buckets: %.0f idle candidates (%d pods idle over the whole past), %.0f Unknown", got, want, unknown)
+		if err := compareRaw(ctx, c, prom.URL, rep); err != nil {
+			return err
+		}
+	}
+	if c.idlePct > 0 && past == nil {
 		if err := busyCycle(ctx, c, w, dcgm, cs, jan, rep); err != nil {
 			return err
 		}
@@ -399,7 +475,7 @@ scrape_configs:
 	}
 	rep.add("memory", "janitor VmHWM (peak RSS) %s; VmRSS now %s; process_resident_memory_bytes %s, go_memstats_heap_inuse_bytes %s",
 		scaleutil.MiB(hwm), scaleutil.MiB(rss), scaleutil.MiB(int64(m.value("process_resident_memory_bytes", nil))), scaleutil.MiB(int64(m.value("go_memstats_heap_inuse_bytes", nil))))
-	rep.verdict(hwm <= 250<<20, "janitor peak RSS (VmHWM) %s <= 250 MiB", scaleutil.MiB(hwm))
+	rep.verdict(hwm <= 200<<20, "janitor peak RSS (VmHWM) %s <= 200 MiB", scaleutil.MiB(hwm))
 
 	if errs, first := jan.logErrors(); errs > 0 {
 		rep.add("janitor log", "%d error lines; the first: %s", errs, first)
@@ -1404,6 +1480,7 @@ func queryStats(ctx context.Context, c config, base string, rep *report) error {
 	rep.add("", "%d samples read (peak %d in memory); Prometheus' timings: exec %s (queue %s, preparation %s, inner eval %s, sort %s)",
 		ans.Data.Stats.Samples.TotalQueryableSamples, ans.Data.Stats.Samples.PeakSamples,
 		sec("execTotalTime"), sec("execQueueTime"), sec("queryPreparationTime"), sec("innerEvalTime"), sec("resultSortTime"))
+	rep.verdict(took <= time.Second, "the Prometheus query (window %s, %s) %s <= 1 s", c.window, map[bool]string{true: "recorded buckets", false: "raw series"}[gpuutil.UsesBuckets(c.window)], ms(took))
 	return nil
 }
 
