@@ -377,6 +377,7 @@ func TestJanitorManifestsApply(t *testing.T) {
 		"RoleBinding/" + janitorName,
 		"Deployment/" + janitorName,
 		"Service/kubemedic-janitor-metrics",
+		"Service/kubemedic-janitor-slack",
 		"PodDisruptionBudget/" + janitorName,
 	}
 	rendered := kustomize(t, kubectl, janitorDir)
