@@ -266,6 +266,12 @@ func TestPrometheusRulesReadExportedMetrics(t *testing.T) {
 			}
 			names, err := promqlMetricNames(r.Expr)
 			require.NoError(t, err, where)
+			if r.Record != "" && r.Expr == "vector(time())" {
+				// The bucket group's clock (bucket_end_5m): it reads
+				// nothing, it says when the group ran.
+				recorded[r.Record] = true
+				continue
+			}
 			require.NotEmpty(t, names, where)
 			for _, n := range names {
 				if !recorded[n] {
