@@ -52,7 +52,7 @@ type Verifier struct {
 	max    int
 
 	mu   sync.Mutex
-	seen map[string]time.Time // signature → when it may be forgotten
+	seen map[string]time.Time // signature (lower-case hex) → when it may be forgotten
 }
 
 // NewVerifier makes a Verifier for the signing secret. max bounds its
@@ -88,7 +88,10 @@ func (v *Verifier) Verify(h http.Header, body []byte) error {
 		return fmt.Errorf("%w: %v", ErrForged, err)
 	}
 	ts, _ := strconv.ParseInt(h.Get("X-Slack-Request-Timestamp"), 10, 64) // parsed by the verifier
-	sig := h.Get("X-Slack-Signature")
+	// The key is the signature as the verifier read it: slack-go decodes
+	// the hex whatever its case, so the header as sent would let a replay
+	// in by changing the case of one letter.
+	sig := strings.ToLower(h.Get("X-Slack-Signature"))
 	now := v.clock.Now()
 	v.mu.Lock()
 	defer v.mu.Unlock()

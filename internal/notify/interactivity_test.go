@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,6 +61,22 @@ func TestVerifier(t *testing.T) {
 			require.Zero(t, v.Remembered(), "a refused request is not remembered")
 		})
 	}
+}
+
+// TestVerifierReplayWithRecasedSignature: slack-go reads the signature's
+// hex in any case, so a replay with the case of its letters changed is
+// the same signature, and refused.
+func TestVerifierReplayWithRecasedSignature(t *testing.T) {
+	const secret = "s3cr3t"
+	body := "payload=%7B%7D"
+	h := sign(secret, time.Now(), body)
+	v := notify.NewVerifier(secret, 0, nil)
+	require.NoError(t, v.Verify(h, []byte(body)))
+	upper := h.Clone()
+	upper.Set("X-Slack-Signature", "v0="+strings.ToUpper(strings.TrimPrefix(h.Get("X-Slack-Signature"), "v0=")))
+	require.NotEqual(t, h.Get("X-Slack-Signature"), upper.Get("X-Slack-Signature"))
+	require.ErrorIs(t, v.Verify(upper, []byte(body)), notify.ErrReplayed)
+	require.Equal(t, 1, v.Remembered())
 }
 
 func TestVerifierMemoryIsBounded(t *testing.T) {
