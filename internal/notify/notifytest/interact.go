@@ -34,6 +34,9 @@ const (
 	// to 5 times within 30 minutes).
 	responseURLUses = 5
 	responseURLLife = 30 * time.Minute
+	// AckTimeout is how long Slack waits for an app to answer an
+	// interaction; later, the person sees an error even if the app acts.
+	AckTimeout = 3 * time.Second
 )
 
 // checkBlocks validates the interactive parts of a message's blocks
@@ -271,7 +274,9 @@ func (in *Interaction) Signed(secret string, at time.Time) *Interaction {
 // Send posts the request to endpoint (the app's Request URL) with its
 // headers as they are, as Slack does (Content-Type
 // application/x-www-form-urlencoded, User-Agent Slackbot). It returns
-// the status and body. Sending it again is a replay.
+// the status and body. Sending it again is a replay. Like Slack, it waits
+// AckTimeout for the answer: an app that answers later gets an error
+// here, as the person who pressed gets one from Slack.
 func (in *Interaction) Send(endpoint string) (int, string, error) {
 	req, err := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(in.Body))
 	if err != nil {
@@ -282,10 +287,10 @@ func (in *Interaction) Send(endpoint string) (int, string, error) {
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("User-Agent", "Slackbot 1.0 (+https://api.slack.com/robots)")
-	c := &http.Client{Timeout: 10 * time.Second}
+	c := &http.Client{Timeout: AckTimeout}
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, "", err
+		return 0, "", fmt.Errorf("no answer within Slack's %s (Slack shows the person an error): %w", AckTimeout, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

@@ -125,6 +125,14 @@ func TestPressSignsAsSlackAndServesResponseURL(t *testing.T) {
 	status, _, _ = in.Send(app.URL)
 	require.Equal(t, http.StatusOK, status, "a replay passes slack-go's verifier: the app must remember signatures")
 
+	// An app that answers after 3 s has failed the press, as in Slack.
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer slow.Close()
+	_, _, err = in.Send(slow.URL)
+	close(release)
+	require.ErrorContains(t, err, "no answer within Slack's 3s")
+
 	// The response_url takes 5 answers, then refuses, as Slack's does.
 	for i := 0; i < 5; i++ {
 		require.NoError(t, slack.PostWebhook(in.ResponseURL, &slack.WebhookMessage{ResponseType: "ephemeral", Text: fmt.Sprint("answer ", i)}))
