@@ -204,7 +204,9 @@ func (in *Interactions) handle(ctx context.Context, ic *slack.InteractionCallbac
 	}
 	if err != nil {
 		log.Error(err, "Handling a Slack button failed")
-		result, answer = decide.ResultFailed, fmt.Sprintf("That did not work: %v. Nothing was changed; press again, or act with kubectl.", err)
+		// A write that timed out may have been done: a second press says
+		// so, and does nothing twice.
+		result, answer = decide.ResultFailed, fmt.Sprintf("That did not work: %v. Press again (a press already done is told so), or act with kubectl.", err)
 	}
 	in.count(string(b.Action), result)
 	if answer != "" {
@@ -287,7 +289,10 @@ func (in *Interactions) press(ctx context.Context, ic *slack.InteractionCallback
 		n.ReclaimRequestedAt, n.ReclaimRequestedBy = j.Clock.Now(), ic.User.ID
 		enc := n.Encode()
 		set = map[string]*string{v1alpha1.AnnotationReclaimNotice: &enc}
-		text = fmt.Sprintf("Reclaim now: %s asked to reclaim %s now. The janitor does it within a cycle, and says so here.", notify.Mention(ic.User.ID), podRef(pp))
+		text = fmt.Sprintf("Reclaim now: %s asked to reclaim %s now. The janitor does it in its next cycle, within %s, and says so here.", notify.Mention(ic.User.ID), podRef(pp), decide.Human(j.Interval))
+		if n.DryRun {
+			text = fmt.Sprintf("Reclaim now: %s asked to reclaim %s now, but its policy is a dry run: in its next cycle, within %s, the janitor only says here what it would do, and stops nothing.", notify.Mention(ic.User.ID), podRef(pp), decide.Human(j.Interval))
+		}
 		log.Info("Reclaiming now, as the owner pressed")
 	}
 	if err := j.patchPod(ctx, pod, set, pod.ResourceVersion); err != nil {

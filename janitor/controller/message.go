@@ -111,8 +111,11 @@ func noticeButtons(pp *PodPlan, d decide.Decision) slack.Block {
 	}
 	b := ref
 	b.Action = decide.ActionReclaimNow
-	confirm := slack.NewConfirmationBlockObject(plain("Reclaim now?"),
-		plain(cut(fmt.Sprintf("This will %s now, without waiting for the deadline.", d.Target.Describe()), 300)), plain("Reclaim now"), plain("Cancel"))
+	what := fmt.Sprintf("This will %s now, without waiting for the deadline.", d.Target.Describe())
+	if pp.Rules.DryRun {
+		what = fmt.Sprintf("The policy is a dry run: the janitor will only say that it would %s, and stop nothing.", d.Target.Describe())
+	}
+	confirm := slack.NewConfirmationBlockObject(plain("Reclaim now?"), plain(cut(what, 300)), plain("Reclaim now"), plain("Cancel"))
 	elems = append(elems, slack.NewButtonBlockElement(b.ActionID(), b.Encode(), plain("Reclaim now")).WithStyle(slack.StyleDanger).WithConfirm(confirm))
 	return slack.NewActionBlock("kubemedic-notice", elems...)
 }
@@ -180,6 +183,9 @@ func reclaimedText(pp *PodPlan, d decide.Decision, result string) string {
 }
 
 func wouldReclaimText(pp *PodPlan, d decide.Decision) string {
+	if pp.Notice != nil && !pp.Notice.ReclaimRequestedAt.IsZero() {
+		return fmt.Sprintf("Dry run: reclaiming %s now was asked for (%s). A live policy would now %s. Nothing was changed.", podRef(pp), d.Evidence, d.Target.Describe())
+	}
 	return fmt.Sprintf("Dry run: the grace period of %s is over and rule %s still holds (%s). A live policy would now %s. Nothing was changed.",
 		podRef(pp), d.Rule, d.Evidence, d.Target.Describe())
 }

@@ -64,6 +64,17 @@ func TestMessageButtons(t *testing.T) {
 		})
 	}
 
+	// A dry run's "Reclaim now" says, before and after, that nothing stops.
+	dry := &PodPlan{Pod: pod, Rules: policies.Reclaim{GracePeriod: time.Hour, MaxSnooze: 24 * time.Hour, DryRun: true}}
+	require.Contains(t, string(post(noticeMessage(dry, d, true, true)).Blocks), "The policy is a dry run: the janitor will only say that it would")
+	live := &PodPlan{Pod: pod, Rules: policies.Reclaim{GracePeriod: time.Hour, MaxSnooze: 24 * time.Hour}}
+	require.Contains(t, string(post(noticeMessage(live, d, false, true)).Blocks), "\"This will scale StatefulSet ")
+	dry.Notice = &decide.Notice{ReclaimRequestedAt: now, ReclaimRequestedBy: "U0ALICE001"}
+	asked := d
+	asked.Evidence = "U0ALICE001 asked to reclaim it now, at 2026-11-25T12:00:00Z"
+	require.Contains(t, wouldReclaimText(dry, asked), "Dry run: reclaiming team/"+pod.Name+" now was asked for (U0ALICE001 asked")
+	require.NotContains(t, wouldReclaimText(dry, asked), "grace period")
+
 	pp := &PodPlan{Pod: pod, Rules: policies.Reclaim{GracePeriod: time.Hour, MaxSnooze: 24 * time.Hour}}
 	p := post(reclaimedMessage(pp, d, reclaimedText(pp, d, "scaled"), true))
 	b, ok := p.Button("Restore")
