@@ -116,7 +116,10 @@ func KeepButtons(maxSnooze time.Duration) []KeepButton {
 			left = true
 		}
 	}
-	if left && (len(out) == 0 || out[len(out)-1].Keep < maxSnooze) {
+	// The cap gets its own button only a minute or more past the last
+	// one: action_ids count minutes, and Slack refuses the whole message
+	// (invalid_blocks) for two equal ones.
+	if left && (len(out) == 0 || maxSnooze-out[len(out)-1].Keep >= time.Minute) {
 		out = append(out, KeepButton{Keep: maxSnooze, Capped: true})
 	}
 	return out

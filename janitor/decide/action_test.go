@@ -25,12 +25,18 @@ func TestKeepButtons(t *testing.T) {
 		{desc: "exactly 4h: one button, no duplicate", max: 4 * time.Hour, want: []time.Duration{4 * time.Hour}},
 		{desc: "90m: one capped button", max: 90 * time.Minute, want: []time.Duration{90 * time.Minute}, capped: 90 * time.Minute, labels: []string{"Keep 90 min"}},
 		{desc: "no snooze allowed: no button", max: 0},
+		{desc: "4h30s: no second button in the same minute (equal action_ids)", max: 4*time.Hour + 30*time.Second, want: []time.Duration{4 * time.Hour}},
+		{desc: "4h1m: a button for the cap", max: 4*time.Hour + time.Minute, want: []time.Duration{4 * time.Hour, 4*time.Hour + time.Minute}, capped: 4*time.Hour + time.Minute},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			got := decide.KeepButtons(tc.max)
 			var ds []time.Duration
 			var labels []string
+			ids := map[string]bool{}
 			for _, b := range got {
+				id := decide.Button{Action: decide.ActionKeep, Keep: b.Keep}.ActionID()
+				require.False(t, ids[id], "action_id %s twice: Slack refuses the message", id)
+				ids[id] = true
 				ds = append(ds, b.Keep)
 				labels = append(labels, decide.ButtonLabel(b.Keep))
 				require.LessOrEqual(t, b.Keep, tc.max, "never beyond maxSnooze")
