@@ -115,6 +115,12 @@ func IsPermanent(err error) bool {
 	return c == classPermanent
 }
 
+// IsUnreachable reports whether err (from Post or UserIDByEmail) says
+// that Slack does not know the person or cannot reach them (unknown email
+// or user, deactivated account, a bot), as opposed to a call that failed:
+// asking again gets the same answer.
+func IsUnreachable(err error) bool { return isUnreachable(err) }
+
 // isUnreachable reports whether err says that the person cannot be found,
 // so that Post should try the Recipient's next field.
 func isUnreachable(err error) bool {

@@ -102,7 +102,7 @@ func TestIsUnreachable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.err.Error(), func(t *testing.T) {
-			require.Equal(t, tc.want, isUnreachable(tc.err))
+			require.Equal(t, tc.want, IsUnreachable(tc.err))
 		})
 	}
 }

@@ -216,22 +216,31 @@ func (in *Interactions) handle(ctx context.Context, ic *slack.InteractionCallbac
 	}
 }
 
-// owner says whether the Slack user is the recipient's person.
-func (in *Interactions) owner(ctx context.Context, r notify.Recipient, found bool, user string) (bool, string) {
-	switch {
-	case !found || (r.UserID == "" && r.Email == ""):
-		return false, fmt.Sprintf("no owner is recorded for it (%s on the pod or its namespace); act with kubectl", notify.AnnotationOwner)
-	case r.UserID != "":
-		return r.UserID == user, "the owner is " + notify.Mention(r.UserID)
+// owner checks whether the Slack user is the recipient's person. A lookup
+// that fails for another reason than an unknown user (rate limit, outage,
+// network) is a check not made, not a refusal: the press may be made
+// again.
+func (in *Interactions) owner(ctx context.Context, r notify.Recipient, found bool, user string) decide.OwnerCheck {
+	if !found || (r.UserID == "" && r.Email == "") {
+		return decide.OwnerCheck{Note: fmt.Sprintf("set %s on the pod or its namespace", notify.AnnotationOwner)}
+	}
+	// The owner's own source, without the channel's ("...; channel from ...").
+	src, _, _ := strings.Cut(r.Source, "; ")
+	if r.UserID != "" {
+		return decide.OwnerCheck{Match: r.UserID == user, UserID: r.UserID, Source: src}
 	}
 	if in.users == nil {
-		return false, fmt.Sprintf("the owner is %s, and this janitor cannot look up Slack users", r.Email)
+		return decide.OwnerCheck{Source: src, Note: "this janitor cannot look up Slack users"}
 	}
 	id, err := in.users.UserIDByEmail(ctx, r.Email)
-	if err != nil {
-		return false, fmt.Sprintf("the owner is %s, who could not be found on Slack: %v", r.Email, err)
+	switch {
+	case err != nil && notify.IsUnreachable(err):
+		return decide.OwnerCheck{Source: src, Note: "that owner is not found on Slack"}
+	case err != nil:
+		logr.FromContextOrDiscard(ctx).Error(err, "Looking up the pod's owner on Slack failed", "source", src)
+		return decide.OwnerCheck{Source: src, Failed: true}
 	}
-	return id == user, "the owner is " + r.Email
+	return decide.OwnerCheck{Match: id == user, UserID: id, Source: src}
 }
 
 // press handles Keep and Reclaim now on a pod's notice.
@@ -256,7 +265,7 @@ func (in *Interactions) press(ctx context.Context, ic *slack.InteractionCallback
 		}
 		var ok bool
 		rcpt, _, ok = notify.ResolveOwner(pod, ns, j.DefaultChannel)
-		pin.Owner, pin.OwnerWhy = in.owner(ctx, rcpt, ok, ic.User.ID)
+		pin.Owner = in.owner(ctx, rcpt, ok, ic.User.ID)
 		pin.Notice, pin.NoticeErr = decide.ParseNotice(pod.Annotations[v1alpha1.AnnotationReclaimNotice])
 		var err error
 		if rules, _, err = j.rulesFor(ctx, pod, ns); err != nil {
@@ -314,12 +323,18 @@ func (in *Interactions) press(ctx context.Context, ic *slack.InteractionCallback
 }
 
 // kickWhenCached runs a cycle once the cache has the request the handler
-// wrote: a cycle on the older pod would only wait another interval.
+// wrote: a cycle on the older pod would only wait another interval. A
+// standby replica runs no cycle, so it neither polls nor kicks: the
+// leader acts within --interval.
 func (in *Interactions) kickWhenCached(ctx context.Context, pod *corev1.Pod) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	j := in.j
+	if !j.leading.Load() {
+		return
+	}
+	deadline := j.Clock.Now().Add(5 * time.Second)
+	for j.Clock.Now().Before(deadline) {
 		cached := &corev1.Pod{}
-		if err := in.j.Client.Get(ctx, client.ObjectKeyFromObject(pod), cached); err == nil {
+		if err := j.Client.Get(ctx, client.ObjectKeyFromObject(pod), cached); err == nil {
 			if n, _ := decide.ParseNotice(cached.Annotations[v1alpha1.AnnotationReclaimNotice]); n != nil && !n.ReclaimRequestedAt.IsZero() {
 				break
 			}
@@ -327,7 +342,7 @@ func (in *Interactions) kickWhenCached(ctx context.Context, pod *corev1.Pod) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(50 * time.Millisecond):
+		case <-j.Clock.After(50 * time.Millisecond):
 		}
 	}
 	select {
@@ -371,7 +386,7 @@ func (in *Interactions) restore(ctx context.Context, ic *slack.InteractionCallba
 		u.SetKind(kindNotebook)
 		obj = u
 	default:
-		d := decide.DecideRestore(decide.RestoreInput{Button: b, Found: true, UID: b.TargetUID, Owner: true})
+		d := decide.DecideRestore(decide.RestoreInput{Button: b, Found: true, UID: b.TargetUID, Owner: decide.OwnerCheck{Match: true}})
 		return d.Result, d.Answer, nil
 	}
 	rin := decide.RestoreInput{Button: b, Found: true}
@@ -406,7 +421,10 @@ func (in *Interactions) restore(ctx context.Context, ic *slack.InteractionCallba
 		// namespace.
 		meta := &metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Pod, Annotations: merge(template.Annotations, ann), Labels: merge(template.Labels, obj.GetLabels())}
 		rcpt, _, ok := notify.ResolveOwner(meta, ns, j.DefaultChannel)
-		rin.Owner, rin.OwnerWhy = in.owner(ctx, rcpt, ok, ic.User.ID)
+		rin.Owner = in.owner(ctx, rcpt, ok, ic.User.ID)
+		if rest, ok := strings.CutPrefix(rin.Owner.Source, "pod "); ok {
+			rin.Owner.Source = fmt.Sprintf("%s of %s %s or its pod template", rest, b.TargetKind, b.TargetName)
+		}
 	}
 	d := decide.DecideRestore(rin)
 	if d.Outcome == decide.PressRefused {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -88,6 +89,9 @@ type Janitor struct {
 	// interactions is the Slack interactivity endpoint (interact.go); nil
 	// when buttons are off.
 	interactions *Interactions
+	// leading is true while Start runs: this replica leads and runs the
+	// cycle, so a press may kick it.
+	leading atomic.Bool
 }
 
 var _ manager.LeaderElectionRunnable = &Janitor{}
@@ -97,6 +101,8 @@ func (j *Janitor) NeedLeaderElection() bool { return true }
 
 // Start runs a cycle every Interval until ctx ends.
 func (j *Janitor) Start(ctx context.Context) error {
+	j.leading.Store(true)
+	defer j.leading.Store(false)
 	log := j.Log
 	ctx = logr.NewContext(ctx, log)
 	// A first cycle on part of the pods would only miss some; waiting

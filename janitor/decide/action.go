@@ -165,6 +165,49 @@ const (
 	ResultFailed     = "failed"
 )
 
+// OwnerCheck is whether the presser is the pod's owner, and what a
+// refusal may say about that owner. It never holds the owner's email:
+// anyone who sees the message can press, and must not learn it so.
+type OwnerCheck struct {
+	// Match: the presser is the owner.
+	Match bool
+	// UserID is the owner's Slack user ID when known (recorded, or
+	// looked up from the recorded email). A refusal mentions it, which
+	// Slack shows as the owner's name, and to the presser only.
+	UserID string
+	// Source is where the owner is recorded, e.g. "pod annotation
+	// kubemedic.io/owner" or "namespace annotation kubemedic.io/owner";
+	// "" when nowhere.
+	Source string
+	// Note is one more fact for a refusal, e.g. that the recorded owner
+	// is not on Slack, or where to record one.
+	Note string
+	// Failed: the check could not be made (Slack's user lookup failed for
+	// another reason than an unknown user: rate limit, outage, network).
+	// The press is refused as ResultFailed, and may be made again.
+	Failed bool
+}
+
+// refusal is the result and answer for a press by someone who is not the
+// owner, or whose ownership could not be checked; can says what the press
+// asked for ("keep team/nb-0").
+func (o OwnerCheck) refusal(can string) (string, string) {
+	note := ""
+	if o.Note != "" {
+		note = " (" + o.Note + ")"
+	}
+	if o.Failed {
+		return ResultFailed, fmt.Sprintf("The janitor could not check that you are the pod's owner, who alone can %s: Slack's user lookup failed (a rate limit, an outage or the network)%s. Nothing was done. Press again in a minute; if it keeps failing, ask the owner, or use kubectl if you have access.", can, note)
+	}
+	switch {
+	case o.UserID != "":
+		return ResultNotOwner, fmt.Sprintf("Only the pod's owner (<@%s>) can %s%s. Nothing was done. Ask them to press it, or use kubectl if you have access.", o.UserID, can, note)
+	case o.Source != "":
+		return ResultNotOwner, fmt.Sprintf("Only the pod's owner, as recorded in %s, can %s%s. Nothing was done. Ask the owner to do it, or use kubectl if you have access.", o.Source, can, note)
+	}
+	return ResultNotOwner, fmt.Sprintf("Only the pod's owner can %s, and no owner is recorded%s. Nothing was done. Use kubectl if you have access.", can, note)
+}
+
 // PressInput is what PressDecision needs about one press on a pod's
 // notice (keep, reclaim now).
 type PressInput struct {
@@ -174,10 +217,8 @@ type PressInput struct {
 	Found bool
 	// UID is the pod's UID now.
 	UID types.UID
-	// Owner is true when the presser is the pod's owner as resolved now;
-	// OwnerWhy says who the owner is when not.
-	Owner    bool
-	OwnerWhy string
+	// Owner is whether the presser is the pod's owner as resolved now.
+	Owner OwnerCheck
 	// Notice is the pod's notice now (nil: none), NoticeErr when unreadable.
 	Notice    *Notice
 	NoticeErr error
@@ -217,12 +258,12 @@ func DecidePress(in PressInput) PressDecision {
 		return refuse(ResultGone, fmt.Sprintf("Pod %s no longer exists. Nothing was done.", ref))
 	case in.UID != b.UID:
 		return refuse(ResultRecreated, fmt.Sprintf("Pod %s was recreated since this notice (UID %s, the notice was about %s): the button does not apply to the new pod. Nothing was done.", ref, in.UID, b.UID))
-	case !in.Owner:
-		why := "Only the pod's owner can do that"
-		if in.OwnerWhy != "" {
-			why += " (" + in.OwnerWhy + ")"
+	case !in.Owner.Match:
+		can := "keep " + ref
+		if b.Action == ActionReclaimNow {
+			can = "reclaim " + ref + " now"
 		}
-		return refuse(ResultNotOwner, why+". Nothing was done.")
+		return refuse(in.Owner.refusal(can))
 	case in.NoticeErr != nil || in.Notice == nil || !in.Notice.Noticed():
 		return refuse(ResultNoNotice, fmt.Sprintf("No reclaim of %s is pending (it was cancelled or its notice cleared). Nothing was done.", ref))
 	case !in.Notice.ReclaimedAt.IsZero():
@@ -267,9 +308,8 @@ type RestoreInput struct {
 	// Found is false when the target object is gone; UID is its UID now.
 	Found bool
 	UID   types.UID
-	// Owner and OwnerWhy as in PressInput, resolved on the target.
-	Owner    bool
-	OwnerWhy string
+	// Owner as in PressInput, resolved on the target.
+	Owner OwnerCheck
 	// Replicas is the target's kubemedic.io/reclaimed-replicas ("" when
 	// it has none); for a Notebook, Stopped says whether it is stopped
 	// and ReclaimedBy whether the janitor stopped it.
@@ -302,12 +342,8 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 		return refuse(ResultGone, fmt.Sprintf("%s no longer exists: there is nothing to restore.", what))
 	case in.UID != b.TargetUID:
 		return refuse(ResultRecreated, fmt.Sprintf("%s was recreated since the reclaim (UID %s, the reclaimed one was %s): it is left alone.", what, in.UID, b.TargetUID))
-	case !in.Owner:
-		why := "Only the pod's owner can do that"
-		if in.OwnerWhy != "" {
-			why += " (" + in.OwnerWhy + ")"
-		}
-		return refuse(ResultNotOwner, why+". Nothing was done.")
+	case !in.Owner.Match:
+		return refuse(in.Owner.refusal("restore " + what))
 	}
 	switch b.TargetKind {
 	case TargetDeployment, TargetStatefulSet:

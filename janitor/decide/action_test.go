@@ -87,7 +87,7 @@ func TestDecidePress(t *testing.T) {
 		return n
 	}
 	ok := func(b decide.Button, mut ...func(*decide.PressInput)) decide.PressInput {
-		in := decide.PressInput{Now: t0, Button: b, Found: true, UID: "u1", Owner: true, Notice: noticed(), MaxSnooze: 24 * time.Hour}
+		in := decide.PressInput{Now: t0, Button: b, Found: true, UID: "u1", Owner: decide.OwnerCheck{Match: true}, Notice: noticed(), MaxSnooze: 24 * time.Hour}
 		for _, m := range mut {
 			m(&in)
 		}
@@ -123,11 +123,23 @@ func TestDecidePress(t *testing.T) {
 			outcome: decide.PressRefused, result: decide.ResultGone, answer: "is gone"},
 		{desc: "pod recreated under the same name", in: ok(keep4, func(in *decide.PressInput) { in.UID = "u2" }),
 			outcome: decide.PressRefused, result: decide.ResultRecreated, answer: "was recreated"},
-		{desc: "recreated is told before not-owner", in: ok(keep4, func(in *decide.PressInput) { in.UID, in.Owner = "u2", false }),
+		{desc: "recreated is told before not-owner", in: ok(keep4, func(in *decide.PressInput) { in.UID, in.Owner.Match = "u2", false }),
 			outcome: decide.PressRefused, result: decide.ResultRecreated},
-		{desc: "not the owner", in: ok(keep4, func(in *decide.PressInput) { in.Owner, in.OwnerWhy = false, "the owner is alice@example.com" }),
-			outcome: decide.PressRefused, result: decide.ResultNotOwner, answer: "Only the pod's owner can do that (the owner is alice@example.com)"},
-		{desc: "not the owner of a reclaimed pod learns nothing more", in: ok(now, func(in *decide.PressInput) { in.Owner = false; in.Notice.ReclaimedAt = t0 }),
+		{desc: "not the owner, whose user ID is known: mentioned", in: ok(keep4, func(in *decide.PressInput) {
+			in.Owner = decide.OwnerCheck{UserID: "U0ALICE001", Source: "namespace annotation kubemedic.io/owner"}
+		}),
+			outcome: decide.PressRefused, result: decide.ResultNotOwner, answer: "Only the pod's owner (<@U0ALICE001>) can keep team/nb-0. Nothing was done. Ask them to press it, or use kubectl if you have access."},
+		{desc: "not the owner, who is not on Slack: where the owner is recorded", in: ok(now, func(in *decide.PressInput) {
+			in.Owner = decide.OwnerCheck{Source: "pod annotation kubemedic.io/owner", Note: "that owner is not found on Slack"}
+		}),
+			outcome: decide.PressRefused, result: decide.ResultNotOwner, answer: "Only the pod's owner, as recorded in pod annotation kubemedic.io/owner, can reclaim team/nb-0 now (that owner is not found on Slack). Nothing was done. Ask the owner"},
+		{desc: "no owner recorded", in: ok(keep4, func(in *decide.PressInput) { in.Owner = decide.OwnerCheck{} }),
+			outcome: decide.PressRefused, result: decide.ResultNotOwner, answer: "no owner is recorded. Nothing was done. Use kubectl"},
+		{desc: "owner not checked (Slack failed): failed, try again", in: ok(keep4, func(in *decide.PressInput) {
+			in.Owner = decide.OwnerCheck{Source: "namespace annotation kubemedic.io/owner", Failed: true}
+		}),
+			outcome: decide.PressRefused, result: decide.ResultFailed, answer: "could not check that you are the pod's owner, who alone can keep team/nb-0: Slack's user lookup failed (a rate limit, an outage or the network). Nothing was done. Press again in a minute"},
+		{desc: "not the owner of a reclaimed pod learns nothing more", in: ok(now, func(in *decide.PressInput) { in.Owner.Match = false; in.Notice.ReclaimedAt = t0 }),
 			outcome: decide.PressRefused, result: decide.ResultNotOwner},
 		{desc: "no notice any more (cancelled)", in: ok(keep4, func(in *decide.PressInput) { in.Notice = nil }),
 			outcome: decide.PressRefused, result: decide.ResultNoNotice, answer: "No reclaim"},
@@ -161,7 +173,7 @@ func TestDecideRestore(t *testing.T) {
 	nb := b
 	nb.TargetKind = decide.TargetNotebook
 	in := func(b decide.Button, mut ...func(*decide.RestoreInput)) decide.RestoreInput {
-		r := decide.RestoreInput{Button: b, Found: true, UID: "d1", Owner: true, Replicas: "3"}
+		r := decide.RestoreInput{Button: b, Found: true, UID: "d1", Owner: decide.OwnerCheck{Match: true}, Replicas: "3"}
 		for _, m := range mut {
 			m(&r)
 		}
@@ -178,7 +190,10 @@ func TestDecideRestore(t *testing.T) {
 		{desc: "scale back to the recorded count", in: in(b), outcome: decide.PressRestore, result: decide.ResultDone, replicas: 3},
 		{desc: "gone", in: in(b, func(r *decide.RestoreInput) { r.Found = false }), outcome: decide.PressRefused, result: decide.ResultGone, answer: "no longer exists"},
 		{desc: "recreated", in: in(b, func(r *decide.RestoreInput) { r.UID = "d2" }), outcome: decide.PressRefused, result: decide.ResultRecreated, answer: "recreated"},
-		{desc: "not the owner", in: in(b, func(r *decide.RestoreInput) { r.Owner = false }), outcome: decide.PressRefused, result: decide.ResultNotOwner},
+		{desc: "not the owner", in: in(b, func(r *decide.RestoreInput) { r.Owner = decide.OwnerCheck{UserID: "U0ALICE001"} }), outcome: decide.PressRefused, result: decide.ResultNotOwner,
+			answer: "Only the pod's owner (<@U0ALICE001>) can restore Deployment team/web. Nothing was done."},
+		{desc: "owner not checked (Slack failed)", in: in(b, func(r *decide.RestoreInput) { r.Owner = decide.OwnerCheck{Failed: true} }), outcome: decide.PressRefused, result: decide.ResultFailed,
+			answer: "Press again in a minute"},
 		{desc: "restored already", in: in(b, func(r *decide.RestoreInput) { r.Replicas = "" }), outcome: decide.PressRefused, result: decide.ResultNoNotice, answer: "restored already"},
 		{desc: "scaled by someone else", in: in(b, func(r *decide.RestoreInput) { r.Current = 2 }), outcome: decide.PressRefused, result: decide.ResultNoNotice, answer: "runs 2 replicas"},
 		{desc: "bad recorded count", in: in(b, func(r *decide.RestoreInput) { r.Replicas = "lots" }), outcome: decide.PressRefused, result: decide.ResultFailed, answer: "kubectl scale"},
