@@ -96,17 +96,35 @@ func TestSlackButtons(t *testing.T) {
 	require.Eventually(t, func() bool { return len(w.slack.ResponsesTo(bobPress)) == 1 }, 20*time.Second, 100*time.Millisecond)
 	r := w.slack.ResponsesTo(bobPress)[0]
 	require.Equal(t, "ephemeral", r.ResponseType)
-	require.Contains(t, r.Text, "Only the pod's owner can do that (the owner is alice@example.com)")
+	require.Contains(t, r.Text, "Only the pod's owner (<@"+alice+">) can keep team/keep-0. Nothing was done.")
+	require.NotContains(t, r.Text, "alice@example.com", "the owner's email is not told to whoever presses")
 	require.Empty(t, annotations(keepPod)[v1alpha1.AnnotationReclaimSnoozeUntil])
 	require.Equal(t, 1.0, interactions("keep", decide.ResultNotOwner))
+
+	// refusedUnchanged sends a request that must be refused with 401, and
+	// checks, on the API server right after, that the pod is as it was:
+	// a refused request is answered before anything is done with it.
+	refusedUnchanged := func(in *notifytest.Interaction) {
+		t.Helper()
+		before, err := w.getPod(keepPod)
+		require.NoError(t, err)
+		send(in, http.StatusUnauthorized)
+		after, err := w.getPod(keepPod)
+		require.NoError(t, err)
+		require.Equal(t, before.ResourceVersion, after.ResourceVersion, "the pod was not written")
+		require.Equal(t, before.Annotations, after.Annotations)
+	}
+	// The cycle has recorded the notice: nothing else writes to the pod
+	// until a press does.
+	require.Eventually(t, func() bool { return w.notice(keepPod).TS == keepNotice.TS }, 20*time.Second, 100*time.Millisecond)
 
 	// Forged and stale requests: 401, nothing done, counted.
 	forged, err := w.slack.Press(alice, keepNotice, "Keep 4 h")
 	require.NoError(t, err)
-	send(forged.Signed("not-the-signing-secret", time.Now()), http.StatusUnauthorized)
+	refusedUnchanged(forged.Signed("not-the-signing-secret", time.Now()))
 	stale, err := w.slack.Press(alice, keepNotice, "Keep 24 h")
 	require.NoError(t, err)
-	send(stale.Signed(signingSecret, time.Now().Add(-6*time.Minute)), http.StatusUnauthorized)
+	refusedUnchanged(stale.Signed(signingSecret, time.Now().Add(-6*time.Minute)))
 	require.Equal(t, 1.0, interactions("unknown", "forged"))
 	require.Equal(t, 1.0, interactions("unknown", "stale"))
 
@@ -127,7 +145,7 @@ func TestSlackButtons(t *testing.T) {
 
 	// The same request again is a replay: 401, nothing more.
 	before := len(w.messagesFor(keepPod))
-	send(keep, http.StatusUnauthorized)
+	refusedUnchanged(keep)
 	require.Equal(t, 1.0, interactions("unknown", "replayed"))
 	j.waitCycles(2)
 	require.Len(t, w.messagesFor(keepPod), before, "the cycle does not confirm the snooze again, and the replay posted nothing")
@@ -154,7 +172,7 @@ func TestSlackButtons(t *testing.T) {
 	bobRestore := press(bob, reclaimed, "Restore")
 	send(bobRestore, http.StatusOK)
 	require.Eventually(t, func() bool { return len(w.slack.ResponsesTo(bobRestore)) == 1 }, 20*time.Second, 100*time.Millisecond)
-	require.Contains(t, w.slack.ResponsesTo(bobRestore)[0].Text, "Only the pod's owner")
+	require.Contains(t, w.slack.ResponsesTo(bobRestore)[0].Text, "Only the pod's owner (<@"+alice+">) can restore StatefulSet team/trainer.")
 	require.NoError(t, w.env.Client.Get(ctx, client.ObjectKeyFromObject(ss), got))
 	require.Equal(t, int32(0), *got.Spec.Replicas, "a non-owner's Restore does nothing")
 
