@@ -159,9 +159,10 @@ type component struct {
 
 // componentPorts picks the components' ports, so that Prometheus can be
 // told its targets before they start: remediator metrics and probes,
-// janitor metrics and probes, alertbridge.
+// janitor metrics and probes, alertbridge, and the janitor's Slack
+// interactivity endpoint.
 func (w *World) componentPorts() ([]int, error) {
-	ports, err := freePorts(5)
+	ports, err := freePorts(6)
 	if err != nil {
 		return nil, err
 	}
@@ -178,9 +179,22 @@ func (w *World) startComponents(ctx context.Context, ports []int) error {
 	kc := w.Cluster.Kubeconfig
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	var slackEnv, slackArgs []string
+	var janitorArgs []string
 	if w.Slack != nil {
 		slackEnv = []string{"KUBEMEDIC_SLACK_TOKEN=" + notifytest.Token}
 		slackArgs = []string{"--slack-api-url=" + w.Slack.URL(), "--slack-default-channel=" + w.opts.SlackChannel}
+		// The stand-in presses the janitor's buttons as Slack would: it
+		// signs each request with the secret the janitor verifies.
+		secret, err := newSigningSecret()
+		if err != nil {
+			return err
+		}
+		secretFile := filepath.Join(dir, "slack-signing-secret")
+		if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+			return err
+		}
+		w.slackSecret, w.interactURL = secret, "http://"+addr(5)+"/slack/interactivity"
+		janitorArgs = []string{"--slack-signing-secret-file=" + secretFile, "--slack-interactivity-bind-address=" + addr(5)}
 	} else {
 		slackArgs = []string{"--slack-token-file=" + w.opts.SlackTokenFile, "--slack-default-channel=" + w.opts.SlackChannel}
 	}
@@ -221,7 +235,7 @@ func (w *World) startComponents(ctx context.Context, ports []int) error {
 				"--kubeconfig=" + kc}},
 	}
 	comps[0].args = append(comps[0].args, slackArgs...)
-	comps[1].args = append(comps[1].args, slackArgs...)
+	comps[1].args = append(append(comps[1].args, slackArgs...), janitorArgs...)
 	for _, c := range comps {
 		p, err := localcluster.StartProcess(context.Background(), localcluster.ProcessSpec{ // lives until Stop, not ctx
 			Name: c.name, Path: filepath.Join(w.opts.BinDir, c.name), Args: c.args, Env: c.env,
@@ -236,6 +250,10 @@ func (w *World) startComponents(ctx context.Context, ports []int) error {
 		}
 	}
 	w.say("kubemedic-remediator, kubemedic-janitor and kubemedic-alertbridge run as processes (logs in %s)", filepath.Join(dir, "logs"))
+	if w.interactURL != "" {
+		w.say("The janitor's Slack buttons answer at %s; the stand-in signs each press with the secret in %s, as Slack signs it",
+			w.interactURL, filepath.Join(dir, "slack-signing-secret"))
+	}
 	return nil
 }
 

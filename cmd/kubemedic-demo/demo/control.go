@@ -33,6 +33,10 @@ type Info struct {
 	DRANodes []string `json:"draNodes,omitempty"`
 	Speed    int      `json:"speed"`
 	Dir      string   `json:"dir"`
+	// SlackButtons: the demo runs the Slack stand-in and the janitor's
+	// interactivity endpoint, so that Press can press the buttons of its
+	// messages. False with a real Slack workspace.
+	SlackButtons bool `json:"slackButtons,omitempty"`
 }
 
 // Info describes the world for the state file; kubeconfig is where the
@@ -41,7 +45,8 @@ func (w *World) Info(kubeconfig string) Info {
 	return Info{PID: os.Getpid(), Kubeconfig: kubeconfig, ControlURL: w.ControlURL,
 		GitHubURL: w.githubURL, GitHubTokenFile: w.githubTokenFile, GitHubRepo: w.repo, PageURL: w.PageURL,
 		PrometheusURL: w.PrometheusURL, AlertmanagerURL: w.AlertmanagerURL,
-		NPDNodes: w.NPDNodes(), SimulatedNodes: w.SimulatedNodes(), DRANodes: append([]string(nil), w.DRANodes...), Speed: w.Speed, Dir: w.opts.Dir}
+		NPDNodes: w.NPDNodes(), SimulatedNodes: w.SimulatedNodes(), DRANodes: append([]string(nil), w.DRANodes...), Speed: w.Speed, Dir: w.opts.Dir,
+		SlackButtons: w.Slack != nil && w.interactURL != ""}
 }
 
 // WriteInfo writes the state file atomically.
@@ -75,8 +80,9 @@ func ReadInfo(path string) (Info, error) {
 	return info, nil
 }
 
-// startControl serves POST /inject?fault=F&node=N, GET /slack?after=N and
-// GET /healthz on a 127.0.0.1 port.
+// startControl serves POST /inject?fault=F&node=N, POST /idle-notebooks,
+// GET /slack?after=N, POST /slack/press?namespace=NS&pod=P&button=B&as=EMAIL
+// and GET /healthz on a 127.0.0.1 port.
 func (w *World) startControl() error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -110,6 +116,19 @@ func (w *World) startControl() error {
 		after, _ := strconv.Atoi(r.FormValue("after"))
 		_ = json.NewEncoder(rw).Encode(w.SlackMessages(after))
 	})
+	mux.HandleFunc("POST /slack/press", func(rw http.ResponseWriter, r *http.Request) {
+		p, err := w.Press(r.Context(), PressRequest{Namespace: r.FormValue("namespace"), Pod: r.FormValue("pod"), Button: r.FormValue("button"), As: r.FormValue("as")})
+		var bad *BadRequestError
+		switch {
+		case errors.As(err, &bad):
+			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		case err != nil:
+			http.Error(rw, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(rw).Encode(p)
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	w.ControlURL = "http://" + ln.Addr().String()
@@ -138,6 +157,20 @@ func (c Client) IdleNotebooks(ctx context.Context) ([]Notebook, error) {
 	return nbs, nil
 }
 
+// Press asks the demo to press a button in its Slack stand-in.
+func (c Client) Press(ctx context.Context, req PressRequest) (Pressed, error) {
+	q := url.Values{"namespace": {req.Namespace}, "pod": {req.Pod}, "button": {req.Button}, "as": {req.As}}
+	body, err := c.doWith(ctx, pressClient, http.MethodPost, "/slack/press", q)
+	if err != nil {
+		return Pressed{}, err
+	}
+	var p Pressed
+	if err := json.Unmarshal(body, &p); err != nil {
+		return Pressed{}, fmt.Errorf("the demo's answer to press: %w", err)
+	}
+	return p, nil
+}
+
 // SlackMessages fetches the Slack messages after seq.
 func (c Client) SlackMessages(ctx context.Context, after int) ([]SlackMessage, error) {
 	body, err := c.do(ctx, http.MethodGet, "/slack", url.Values{"after": {strconv.Itoa(after)}})
@@ -158,6 +191,10 @@ func (c Client) post(ctx context.Context, path string, q url.Values) (string, er
 
 // do calls the demo's control server and returns the body of a 200 answer.
 func (c Client) do(ctx context.Context, method, path string, q url.Values) ([]byte, error) {
+	return c.doWith(ctx, controlClient, method, path, q)
+}
+
+func (c Client) doWith(ctx context.Context, hc *http.Client, method, path string, q url.Values) ([]byte, error) {
 	u := c.Info.ControlURL + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -166,7 +203,7 @@ func (c Client) do(ctx context.Context, method, path string, q url.Values) ([]by
 	if err != nil {
 		return nil, err
 	}
-	resp, err := controlClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("the demo (pid %d) at %s: %w", c.Info.PID, c.Info.ControlURL, err)
 	}
@@ -184,3 +221,6 @@ func (c Client) do(ctx context.Context, method, path string, q url.Values) ([]by
 // controlClient bounds every call to a demo: a state file left by a demo
 // that was killed may name a port something else now listens on.
 var controlClient = &http.Client{Timeout: 30 * time.Second}
+
+// pressClient waits for a press's two waits (Press) and some.
+var pressClient = &http.Client{Timeout: 2*pressWait + 10*time.Second}

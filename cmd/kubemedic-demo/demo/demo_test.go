@@ -80,6 +80,10 @@ func TestSpeedUpExamples(t *testing.T) {
 			orig := d.Object.(*v1alpha1.RemediationPolicy)
 			require.Equal(t, orig.Spec.Conditions[0].For.Duration/DefaultSpeed, o.Spec.Conditions[0].For.Duration, o.Name)
 			require.Equal(t, orig.Spec.Conditions[0].Reason, o.Spec.Conditions[0].Reason, "reasons are not durations")
+		case *v1alpha1.ClusterReclaimPolicy:
+			orig := d.Object.(*v1alpha1.ClusterReclaimPolicy)
+			require.Equal(t, orig.Spec.GracePeriod.Duration/DefaultSpeed, o.Spec.GracePeriod.Duration, o.Name)
+			require.Equal(t, orig.Spec.MaxSnooze, o.Spec.MaxSnooze, "%s: maxSnooze caps the Keep buttons, which keep for real hours", o.Name)
 		case *v1alpha1.NodeOperationTemplate:
 			orig := d.Object.(*v1alpha1.NodeOperationTemplate)
 			require.Equal(t, orig.Spec.Resources, o.Spec.Resources, "%s: 50m is 50 millicores, not 50 minutes", o.Name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,9 @@ import (
 type Injector interface {
 	Inject(ctx context.Context, fault, node string) (string, error)
 	IdleNotebooks(ctx context.Context) ([]Notebook, error)
+	// Press presses a button of a janitor message in the Slack stand-in
+	// (Info.SlackButtons).
+	Press(ctx context.Context, req PressRequest) (Pressed, error)
 }
 
 // Scenario is a story the demo can tell.
@@ -42,7 +46,7 @@ var Scenarios = []Scenario{
 	{"driver-reset", "a GSP fault with every ECC counter 0: the driver asks for a GPU reset → one ladder (gpu-recovery-reset, not also gpu-xid-reset) → drain → reset → verified once the driver reads None → uncordoned", 2 * time.Minute, runDriverReset},
 	{"escalate", "a broken GPU: the reset fails → reboot → the Xid returns → quarantine → an issue with the operation history for a person", 2 * time.Minute, runEscalate},
 	{"nfs-storm", "60% of the nodes lose NFS at once → the breaker opens → no disruptive operation → one roll-up issue", 3 * time.Minute, runNFSStorm},
-	{"idle", "two idle notebooks → a Slack DM each → one is snoozed and kept, the other is stopped after the grace period", 5 * time.Minute, runIdle},
+	{"idle", "two idle notebooks → a Slack DM each, with buttons → the owner presses Keep 4 h on one: kept → the other is stopped after the grace period and a waiting training job gets its GPU → the owner presses Restore: scaled back", 5 * time.Minute, runIdle},
 	{"dstate", "a process of a deleted pod stuck in D state → drain → reboot by policy → healthy", 3 * time.Minute, runDState},
 	{"exclusion", "a fatal Xid on GPU 0 of the DRA node → that GPU alone is excluded by DeviceTaintRule, the node stays schedulable → the restarted worker's pod waits (7 of 8 run; the scheduler says why) → reset → verified → rule removed → the pod gets the repaired GPU", 2 * time.Minute, runExclusion},
 	{"silent-gpu", "an Xid that a reset clears, on a GPU that still fails DCGM's memory test → reset → every passive check clean, but the GPU test fails: still cordoned → reboot → the test fails again → quarantine → the issue names the failed test and GPU", 3 * time.Minute, runSilentGPU},
@@ -74,7 +78,7 @@ type Session struct {
 	// Nodes are all the nodes it acted on.
 	Nodes []string
 	// Notebooks are the idle scenario's Deployments, namespace/name: the
-	// first is left idle, the second snoozed.
+	// first is stopped (and restored from Slack), the second kept.
 	Notebooks []string
 	// Exclusion is what the exclusion scenario saw.
 	Exclusion *ExclusionOutcome
@@ -276,6 +280,10 @@ func runIdle(ctx context.Context, s *Session) error {
 	if idle.Waiting != "" {
 		s.Timeline.line("inject", "deployment/"+idle.Waiting, "a training job on "+idle.Node+" that needs the notebook's GPU too")
 	}
+	// With the Slack stand-in the owner answers the janitor's messages
+	// with their buttons; a real workspace's buttons are pressed by a
+	// person there, so the story keeps the notebook with kubectl.
+	buttons := s.Info.SlackButtons && kept.Owner != ""
 	snoozed := false
 	err = s.until(ctx, "the first notebook to be stopped", func(ctx context.Context) (bool, error) {
 		if !snoozed {
@@ -284,13 +292,16 @@ func runIdle(ctx context.Context, s *Session) error {
 				return false, fmt.Errorf("get pod %s/%s: %w", kept.Namespace, kept.Pod, err)
 			}
 			if p.Annotations[v1alpha1.AnnotationReclaimNotice] != "" {
-				until := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
-				patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationReclaimSnoozeUntil, until)))
-				if err := s.Kube.Patch(ctx, &p, patch); err != nil {
-					return false, fmt.Errorf("snooze pod %s/%s: %w", kept.Namespace, kept.Pod, err)
+				var err error
+				if buttons {
+					snoozed, err = s.pressKeep(ctx, kept)
+				} else {
+					err = s.snoozeWithKubectl(ctx, &p)
+					snoozed = err == nil
 				}
-				s.Timeline.line("snooze", "pod/"+kept.Pod, "its owner snoozes it: kubectl annotate pod -n "+kept.Namespace+" "+kept.Pod+" "+v1alpha1.AnnotationReclaimSnoozeUntil+"="+until)
-				snoozed = true
+				if err != nil {
+					return false, err
+				}
 			}
 		}
 		replicas, err := s.replicas(ctx, idle)
@@ -300,7 +311,7 @@ func runIdle(ctx context.Context, s *Session) error {
 		return err
 	}
 	if replicas, err := s.replicas(ctx, kept); err != nil || replicas == 0 {
-		return fmt.Errorf("the snoozed notebook %s/%s was stopped too (replicas %d, %v)", kept.Namespace, kept.Deployment, replicas, err)
+		return fmt.Errorf("the kept notebook %s/%s was stopped too (replicas %d, %v)", kept.Namespace, kept.Deployment, replicas, err)
 	}
 	if idle.Waiting != "" {
 		ns, name, _ := strings.Cut(idle.Waiting, "/")
@@ -320,9 +331,139 @@ func runIdle(ctx context.Context, s *Session) error {
 			return err
 		}
 	}
-	fmt.Fprintf(s.Out, "\nThe idle notebook was stopped (Deployment %s scaled to 0; the old count is in its %s annotation), and the training job waiting on %s got its GPU; the snoozed one keeps its GPU.\n",
-		idle.Deployment, v1alpha1.AnnotationReclaimedReplicas, idle.Node)
+	if !buttons {
+		s.Timeline.line("restore", "deployment/"+idle.Namespace+"/"+idle.Deployment,
+			"a real Slack workspace: its owner gets it back with Restore on the janitor's reply there, or kubectl scale deployment -n "+idle.Namespace+" "+idle.Deployment+" --replicas=<"+v1alpha1.AnnotationReclaimedReplicas+">")
+		fmt.Fprintf(s.Out, "\nThe idle notebook was stopped (Deployment %s scaled to 0; the old count is in its %s annotation), and the training job waiting on %s got its GPU; the snoozed one keeps its GPU.\n",
+			idle.Deployment, v1alpha1.AnnotationReclaimedReplicas, idle.Node)
+		return nil
+	}
+	if err := s.pressRestore(ctx, idle); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "\nThe owner kept one notebook with \"Keep 4 h\" and got the other back with \"Restore\", both from the Slack message. The idle one had been stopped (Deployment %s scaled to 0) and its GPU went to the training job waiting on %s; restored, it asks for a GPU again and starts when one is free.\n",
+		idle.Deployment, idle.Node)
 	return nil
+}
+
+// show prints what changed now, such as the janitor's confirmation of a
+// press in Slack, before the story's own line about it.
+func (s *Session) show(ctx context.Context) {
+	if err := s.Timeline.Poll(ctx); err != nil && ctx.Err() == nil {
+		s.Timeline.line("error", "", err.Error())
+	}
+}
+
+// keepButton is the notice's button the owner presses in the idle story.
+const keepButton = "Keep 4 h"
+
+// pressKeep presses "Keep 4 h" on the kept notebook's notice as its owner,
+// and checks what the janitor recorded on the pod. It reports false, to
+// be pressed again, when the janitor answered that the pod changed while
+// it was pressed.
+func (s *Session) pressKeep(ctx context.Context, nb Notebook) (bool, error) {
+	s.Timeline.line("press", "pod/"+nb.Pod, fmt.Sprintf("%s presses %q on the notice in Slack (the stand-in signs it as Slack does)", nb.Owner, keepButton))
+	p, err := s.Inject.Press(ctx, PressRequest{Namespace: nb.Namespace, Pod: nb.Pod, Button: keepButton, As: nb.Owner})
+	if err != nil {
+		return false, err
+	}
+	if p.Refusal != "" {
+		if strings.Contains(p.Refusal, "press again") {
+			s.Timeline.line("press", "pod/"+nb.Pod, "the janitor answers only to "+nb.Owner+": "+oneLine(p.Refusal, 110))
+			return false, nil
+		}
+		return false, fmt.Errorf("the janitor refused %s's %q on pod %s/%s: %s", nb.Owner, keepButton, nb.Namespace, nb.Pod, p.Refusal)
+	}
+	s.show(ctx)
+	var pod corev1.Pod
+	if err := s.Kube.Get(ctx, client.ObjectKey{Namespace: nb.Namespace, Name: nb.Pod}, &pod); err != nil {
+		return false, fmt.Errorf("get pod %s/%s: %w", nb.Namespace, nb.Pod, err)
+	}
+	until := pod.Annotations[v1alpha1.AnnotationReclaimSnoozeUntil]
+	if until == "" {
+		return false, fmt.Errorf("the janitor confirmed %q on pod %s/%s (%s) but recorded no %s", keepButton, nb.Namespace, nb.Pod, oneLine(p.Confirmation, 110), v1alpha1.AnnotationReclaimSnoozeUntil)
+	}
+	s.Timeline.line("kept", "pod/"+nb.Pod, "confirmed in the notice's thread, and recorded on the pod: "+v1alpha1.AnnotationReclaimSnoozeUntil+"="+until)
+	return true, nil
+}
+
+// snoozeWithKubectl snoozes the notebook's pod for 2 h as its owner
+// would with kubectl, where the demo cannot press Slack's buttons.
+func (s *Session) snoozeWithKubectl(ctx context.Context, p *corev1.Pod) error {
+	until := time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339)
+	patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationReclaimSnoozeUntil, until)))
+	if err := s.Kube.Patch(ctx, p, patch); err != nil {
+		return fmt.Errorf("snooze pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	s.Timeline.line("snooze", "pod/"+p.Name, "its owner snoozes it (a real Slack workspace: the demo cannot press its Keep button there): kubectl annotate pod -n "+p.Namespace+" "+p.Name+" "+v1alpha1.AnnotationReclaimSnoozeUntil+"="+until)
+	return nil
+}
+
+// pressRestore presses "Restore" on the janitor's reply that it stopped
+// nb, as its owner, and waits for the Deployment's recorded replicas and
+// its pod to come back.
+func (s *Session) pressRestore(ctx context.Context, nb Notebook) error {
+	var d appsv1.Deployment
+	if err := s.Kube.Get(ctx, client.ObjectKey{Namespace: nb.Namespace, Name: nb.Deployment}, &d); err != nil {
+		return fmt.Errorf("get deployment %s/%s: %w", nb.Namespace, nb.Deployment, err)
+	}
+	recorded, err := strconv.Atoi(d.Annotations[v1alpha1.AnnotationReclaimedReplicas])
+	if err != nil {
+		return fmt.Errorf("deployment %s/%s: %s: %w", nb.Namespace, nb.Deployment, v1alpha1.AnnotationReclaimedReplicas, err)
+	}
+	key := "deployment/" + nb.Namespace + "/" + nb.Deployment
+	pressed := false
+	var restored *corev1.Pod
+	return s.until(ctx, "the stopped notebook to be restored", func(ctx context.Context) (bool, error) {
+		if !pressed {
+			s.Timeline.line("press", key, fmt.Sprintf("%s presses \"Restore\" on the janitor's reply that it stopped pod %s", nb.Owner, nb.Pod))
+			p, err := s.Inject.Press(ctx, PressRequest{Namespace: nb.Namespace, Pod: nb.Pod, Button: "Restore", As: nb.Owner})
+			if err != nil {
+				return false, err
+			}
+			if p.Refusal != "" {
+				if strings.Contains(p.Refusal, "press again") {
+					s.Timeline.line("press", key, "the janitor answers only to "+nb.Owner+": "+oneLine(p.Refusal, 110))
+					return false, nil
+				}
+				return false, fmt.Errorf("the janitor refused %s's Restore of %s/%s: %s", nb.Owner, nb.Namespace, nb.Deployment, p.Refusal)
+			}
+			pressed = true
+			s.show(ctx)
+		}
+		if restored == nil {
+			replicas, err := s.replicas(ctx, nb)
+			if err != nil || replicas != int32(recorded) {
+				return false, err
+			}
+			var pods corev1.PodList
+			if err := s.Kube.List(ctx, &pods, client.InNamespace(nb.Namespace), client.MatchingLabels{localcluster.LabelAppName: nb.Deployment}); err != nil {
+				return false, fmt.Errorf("list the pods of %s: %w", key, err)
+			}
+			for i := range pods.Items {
+				if pods.Items[i].DeletionTimestamp == nil {
+					restored = &pods.Items[i]
+				}
+			}
+			if restored == nil {
+				return false, nil
+			}
+		}
+		// Its pod runs, or waits with the scheduler's reason.
+		if err := s.Kube.Get(ctx, client.ObjectKeyFromObject(restored), restored); err != nil {
+			return false, fmt.Errorf("get pod %s/%s: %w", restored.Namespace, restored.Name, err)
+		}
+		why := unschedulableMessage(restored)
+		if restored.Status.Phase != corev1.PodRunning && why == "" {
+			return false, nil
+		}
+		state := "runs on " + restored.Spec.NodeName
+		if restored.Status.Phase != corev1.PodRunning {
+			state = "waits for a GPU (" + oneLine(why, 80) + ")"
+		}
+		s.Timeline.line("restored", key, fmt.Sprintf("spec.replicas back to the recorded %d (the janitor removed %s); its new pod %s %s", recorded, v1alpha1.AnnotationReclaimedReplicas, restored.Name, state))
+		return true, nil
+	})
 }
 
 // replicas is the notebook's Deployment's desired replicas.

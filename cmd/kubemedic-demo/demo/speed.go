@@ -71,10 +71,16 @@ func scaleTree(v any, speed int, skip map[string]bool) any {
 	return v
 }
 
-// policyOnlyKeys are not durations even when they look like one: names,
-// labels, free text, and resource quantities ("50m" is 50 millicores).
+// policyOnlyKeys are not scaled: names, labels, free text and resource
+// quantities ("50m" is 50 millicores) are not durations even when they
+// look like one, and a few durations stay at real time.
 var policyOnlyKeys = map[string]bool{"metadata": true, "description": true, "name": true, "reason": true, "operation": true,
-	"resources": true, "image": true, "command": true, "args": true, "env": true, "parameters": true}
+	"resources": true, "image": true, "command": true, "args": true, "env": true, "parameters": true,
+	// Durations left at real time. A reclaim policy's maxSnooze caps the
+	// janitor's Keep buttons, which keep for 4 h and 24 h of real time:
+	// 24h sped up to 24 min would leave one "Keep 24 min" button instead
+	// of the "Keep 4 h" that the idle story presses (decide.KeepButtons).
+	"maxSnooze": true}
 
 // speedUp returns a copy of a kubemedic object with its durations divided
 // by speed and its maintenance windows removed (so that a scenario's

@@ -201,6 +201,9 @@ func unschedulableMessage(p *corev1.Pod) string {
 // Notebook is a Jupyter notebook the idle story starts.
 type Notebook struct {
 	Namespace, Deployment, Pod, Node string
+	// Owner is the e-mail of its owner (kubemedic.io/owner), who answers
+	// the janitor in Slack.
+	Owner string `json:",omitempty"`
 	// Waiting is the Deployment (namespace/name) whose pod waits, Pending,
 	// for this notebook's GPU: it asks for one GPU more than the node has
 	// free beside the notebook. Empty when none.
@@ -254,7 +257,7 @@ func (w *World) IdleNotebooks(ctx context.Context) ([]Notebook, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Notebook{Namespace: notebookNS, Deployment: name, Pod: pod.Name, Node: node})
+		out = append(out, Notebook{Namespace: notebookNS, Deployment: name, Pod: pod.Name, Node: node, Owner: researchers[2].Email})
 	}
 	// Created once the notebook holds its GPU: it asks for every GPU free
 	// before the notebook came.

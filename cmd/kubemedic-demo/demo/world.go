@@ -165,6 +165,10 @@ type World struct {
 	PageURL string
 	// Slack is the Slack stand-in; nil with Options.SlackTokenFile.
 	Slack *notifytest.Server
+	// slackSecret is the signing secret the janitor verifies presses
+	// with, and interactURL its interactivity endpoint; both empty with
+	// Options.SlackTokenFile.
+	slackSecret, interactURL string
 	// S3 is the diagnostics store, a real S3-compatible server.
 	S3 *localcluster.S3
 	// githubURL, githubTokenFile and repo are what the alertbridge and the
@@ -478,7 +482,7 @@ func (w *World) applyPolicies(ctx context.Context) error {
 		}
 	}
 	sort.Strings(windows)
-	w.say("Applied %d objects from policies/examples, every duration divided by %d (for: 2m holds 2s); maintenance windows removed from %s so that steps run now; the janitor's dry run is off",
+	w.say("Applied %d objects from policies/examples, every duration divided by %d (for: 2m holds 2s) but maxSnooze (the janitor's Keep buttons keep for real hours); maintenance windows removed from %s so that steps run now; the janitor's dry run is off",
 		examples, w.opts.Speed, strings.Join(windows, ", "))
 	if len(w.DRANodes) > 0 {
 		w.say("Applied the demo's policy gpu-xid-reset-dra (%s) for the DRA nodes: its reset excludes the one GPU instead of draining the node", draPolicyFile)
