@@ -40,6 +40,12 @@ const (
 	// BucketNaN is 1 when a sample of a GPU in the bucket was NaN or
 	// infinite, else 0.
 	BucketNaN BucketKind = "nan"
+	// BucketEvidence is what the janitor reads: the bucket's maximum in
+	// percent when the bucket is evidence, else NotEvidence. A bucket is
+	// evidence when it holds no NaN or infinite sample and at least
+	// minFillRatio of the samples of the bucket before it, which must have
+	// some.
+	BucketEvidence BucketKind = "evidence"
 	// BucketEnd has no labels, one sample per evaluation of the group, with
 	// GPUs or none: the bucket's end, in Unix seconds.
 	BucketEnd BucketKind = "bucket_end"
@@ -47,7 +53,12 @@ const (
 
 // BucketKinds are the series the group records per metric, in the order
 // of the rules.
-var BucketKinds = []BucketKind{BucketMax, BucketSamples, BucketNaN, BucketEnd}
+var BucketKinds = []BucketKind{BucketMax, BucketSamples, BucketNaN, BucketEvidence, BucketEnd}
+
+// NotEvidence is BucketEvidence's value for a bucket that is not evidence:
+// above any utilisation, so that the maximum over a window that holds one
+// is at least this.
+const NotEvidence = 1000
 
 // BucketSeries is the name of the recorded series of kind for metric m,
 // kubemedic:<metric in lower case>:<kind>_5m.
@@ -72,11 +83,6 @@ func Reach(window time.Duration) time.Duration {
 	return window
 }
 
-// minFillRatio is the share of the fullest bucket's samples that every
-// bucket of a GPU must hold: a bucket that lost a fifth of its scrapes is a
-// gap, as minCoverage is for the raw series.
-const minFillRatio = minCoverage
-
 // groupLabel marks the answer's three series about the group itself, with
 // the values below; the GPUs' series never carry it.
 const groupLabel = "kubemedic_buckets"
@@ -87,15 +93,18 @@ const (
 	groupNewest = "newest"
 )
 
-// bucketExpr reads q's window from the recorded buckets plus the raw tail.
-// The package documentation explains each term.
+// bucketExpr reads q's window from the recorded evidence plus the raw
+// tail: one read of the window (the evidence's maximum, which is
+// NotEvidence or more when a bucket in it is not evidence), short reads of
+// the last BucketTail, and three numbers about the group. The package
+// documentation explains each term.
 func bucketExpr(q Query, staleness time.Duration) string {
 	scale, _ := q.Metric.percentPerUnit()
 	w := promDuration(max(q.Window.Truncate(time.Millisecond), time.Millisecond))
 	tail := promDuration(BucketTail)
 	fresh := promDuration(max(min(staleness, BucketTail).Truncate(time.Millisecond), time.Millisecond))
 	raw := rawSelector(q.Metric)
-	rec := func(k BucketKind) string { return BucketSeries(q.Metric, k) }
+	evidence := BucketSeries(q.Metric, BucketEvidence)
 
 	term := func(op, fn, sel, rng string) string {
 		return op + " by (" + byKey + ") (" + fn + "(" + sel + "[" + rng + "]))"
@@ -104,27 +113,31 @@ func bucketExpr(q Query, staleness time.Duration) string {
 	if scale != 1 {
 		tailMax = formatFloat(scale) + " * " + tailMax
 	}
+	part := func(expr, name string) string {
+		return `label_replace(` + expr + `, "` + partLabel + `", "` + name + `", "", "")`
+	}
 	group := func(fn, name string) string {
-		return `label_replace(` + fn + `(` + rec(BucketEnd) + `[` + w + `]), "` + groupLabel + `", "` + name + `", "", "")`
+		return `label_replace(` + fn + `(` + BucketSeries(q.Metric, BucketEnd) + `[` + w + `]), "` + groupLabel + `", "` + name + `", "", "")`
 	}
 
 	var b strings.Builder
-	b.WriteString("(\n")
-	b.WriteString("    (" + term("max", "max_over_time", rec(BucketMax), w) + " >= " + tailMax + ")\n")
-	b.WriteString("  or " + tailMax + "\n")
+	b.WriteString("max by (" + byKey + ") (\n")
+	b.WriteString("    " + part(term("max", "max_over_time", evidence, w), "buckets") + "\n")
+	b.WriteString("  or " + part(tailMax, "tail") + "\n")
 	b.WriteString(")\n")
 	b.WriteString("+ 0 * " + term("sum", "sum_over_time", raw, tail) + "\n")
-	b.WriteString("and " + term("max", "max_over_time", rec(BucketNaN), w) + " == 0\n")
-	b.WriteString("and " + term("sum", "count_over_time", rec(BucketSamples), w) + " >= on() group_left() count_over_time(" + rec(BucketEnd) + "[" + w + "])\n")
-	b.WriteString("and " + term("min", "min_over_time", rec(BucketSamples), w) + " >= " + formatFloat(minFillRatio) + " * " + term("max", "max_over_time", rec(BucketSamples), w) + "\n")
+	b.WriteString("and " + term("max", "last_over_time", evidence, tail) + "\n")
 	b.WriteString("and " + term("sum", "count_over_time", raw, fresh) + "\n")
-	b.WriteString("or " + formatFloat(invalidValue) + " * " + term("group", "count_over_time", rec(BucketSamples), w) + "\n")
-	b.WriteString("or " + formatFloat(invalidValue) + " * " + term("group", "count_over_time", raw, tail) + "\n")
+	b.WriteString("or " + formatFloat(invalidValue) + " * " + term("group", "last_over_time", evidence, tail) + "\n")
 	b.WriteString("or " + group("count_over_time", groupCount) + "\n")
 	b.WriteString("or " + group("min_over_time", groupOldest) + "\n")
 	b.WriteString("or " + group("max_over_time", groupNewest))
 	return b.String()
 }
+
+// partLabel tells the two parts of the maximum apart until they are
+// aggregated: the window's buckets and the raw tail.
+const partLabel = "kubemedic_part"
 
 // groupHealth is what the answer says about the group's evaluations in the
 // window.

@@ -130,14 +130,16 @@ func TestBucketsIntegration(t *testing.T) {
 			pod("rollout"):  one("rollout", 4), // both halves, one GPU
 		}, res.Pods)
 		require.Equal(t, map[gpuutil.PodKey]int{
-			pod("stale"):   1, // no sample in the last 5 minutes
 			pod("nan"):     1, // a bucket says NaN
 			pod("nantail"): 1, // the tail holds a NaN
 			pod("gap"):     1, // buckets missing
 			pod("sparse"):  1, // a bucket with too few samples
-			pod("pair"):    1, // its second GPU stopped
-			pod("young"):   1, // fewer buckets than the window holds
+			pod("young"):   1, // its first bucket, in the window, had none before it
 		}, res.Dropped)
+		// A series that stopped half an hour ago has neither a recent
+		// bucket nor a raw tail: in neither map, which is Unknown too (the
+		// pair's second GPU, below).
+		require.NotContains(t, res.Pods, pod("stale"))
 	})
 
 	t.Run("a pod missing one of its GPUs is Unknown", func(t *testing.T) {

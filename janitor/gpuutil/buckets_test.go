@@ -33,17 +33,14 @@ func TestUsesBucketsAndReach(t *testing.T) {
 func TestBucketExpr(t *testing.T) {
 	// The query for a 4h window of MIG instances with the default
 	// staleness, as the package documentation and the CLI show it.
-	want := `(
-    (max by (namespace, pod, UUID, GPU_I_ID) (max_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:max_percent_5m[14400s])) >= 100 * max by (namespace, pod, UUID, GPU_I_ID) (max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="",pod!="",GPU_I_ID!=""}[480s])))
-  or 100 * max by (namespace, pod, UUID, GPU_I_ID) (max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="",pod!="",GPU_I_ID!=""}[480s]))
+	want := `max by (namespace, pod, UUID, GPU_I_ID) (
+    label_replace(max by (namespace, pod, UUID, GPU_I_ID) (max_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:evidence_5m[14400s])), "kubemedic_part", "buckets", "", "")
+  or label_replace(100 * max by (namespace, pod, UUID, GPU_I_ID) (max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="",pod!="",GPU_I_ID!=""}[480s])), "kubemedic_part", "tail", "", "")
 )
 + 0 * sum by (namespace, pod, UUID, GPU_I_ID) (sum_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="",pod!="",GPU_I_ID!=""}[480s]))
-and max by (namespace, pod, UUID, GPU_I_ID) (max_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:nan_5m[14400s])) == 0
-and sum by (namespace, pod, UUID, GPU_I_ID) (count_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:samples_5m[14400s])) >= on() group_left() count_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:bucket_end_5m[14400s])
-and min by (namespace, pod, UUID, GPU_I_ID) (min_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:samples_5m[14400s])) >= 0.8 * max by (namespace, pod, UUID, GPU_I_ID) (max_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:samples_5m[14400s]))
+and max by (namespace, pod, UUID, GPU_I_ID) (last_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:evidence_5m[480s]))
 and sum by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="",pod!="",GPU_I_ID!=""}[300s]))
-or -1 * group by (namespace, pod, UUID, GPU_I_ID) (count_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:samples_5m[14400s]))
-or -1 * group by (namespace, pod, UUID, GPU_I_ID) (count_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{namespace!="",pod!="",GPU_I_ID!=""}[480s]))
+or -1 * group by (namespace, pod, UUID, GPU_I_ID) (last_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:evidence_5m[480s]))
 or label_replace(count_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:bucket_end_5m[14400s]), "kubemedic_buckets", "count", "", "")
 or label_replace(min_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:bucket_end_5m[14400s]), "kubemedic_buckets", "oldest", "", "")
 or label_replace(max_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:bucket_end_5m[14400s]), "kubemedic_buckets", "newest", "", "")`
@@ -52,13 +49,14 @@ or label_replace(max_over_time(kubemedic:dcgm_fi_prof_gr_engine_active:bucket_en
 	// Whole GPUs are in percent already; the raw query is the short
 	// windows' one.
 	util := Expr(Query{Metric: MetricGPUUtil, Window: time.Hour}, time.Minute)
-	require.Contains(t, util, `>= max by (namespace, pod, UUID, GPU_I_ID) (max_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[480s])))`)
+	require.Contains(t, util, `or label_replace(max by (namespace, pod, UUID, GPU_I_ID) (max_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[480s])), "kubemedic_part", "tail", "", "")`)
+	require.Equal(t, 1, strings.Count(util, "[3600s]))"), "one read of the evidence over the window")
 	require.Contains(t, util, `(count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[60s]))`)
 	require.NotContains(t, util, "100 *")
 	require.Equal(t, strings.Count(util, "("), strings.Count(util, ")"))
 	require.NotContains(t, Expr(Query{Metric: MetricGPUUtil, Window: 29 * time.Minute}, 0), "kubemedic:")
 	// A staleness beyond the tail checks freshness over the tail.
-	require.Contains(t, Expr(Query{Metric: MetricGPUUtil, Window: time.Hour}, time.Hour), `[480s]))
+	require.Contains(t, Expr(Query{Metric: MetricGPUUtil, Window: time.Hour}, time.Hour), `(count_over_time(DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}[480s]))
 or -1`)
 }
 
@@ -75,7 +73,7 @@ func TestDecodeBuckets(t *testing.T) {
 	}
 	// A healthy hour: ends every 5 minutes from 58m to 3m ago (12 of them).
 	healthy := group(12, -58*time.Minute, -3*time.Minute)
-	gpus := model.Vector{gpuRow("ml", "nb", "GPU-a", 2), gpuRow("ml", "nb2", "GPU-b", -1)}
+	gpus := model.Vector{gpuRow("ml", "nb", "GPU-a", 2), gpuRow("ml", "nb2", "GPU-b", -1), gpuRow("ml", "nb3", "GPU-c", NotEvidence)}
 
 	tests := []struct {
 		desc    string
@@ -111,8 +109,15 @@ func TestDecodeBuckets(t *testing.T) {
 				return
 			}
 			require.NoError(t, got.Err)
-			require.Equal(t, map[PodKey][]GPU{{"ml", "nb"}: {{ID: "GPU-a", MaxPercent: 2}}}, got.Pods)
-			require.Equal(t, map[PodKey]int{{"ml", "nb2"}: 1}, got.Dropped)
+			wantPods := map[PodKey][]GPU{{"ml", "nb"}: {{ID: "GPU-a", MaxPercent: 2}}}
+			wantDropped := map[PodKey]int{{"ml", "nb2"}: 1, {"ml", "nb3"}: 1} // a bucket not evidence
+			if !UsesBuckets(tt.q.Window) {
+				// The raw query never answers NotEvidence: a value, busy.
+				wantPods[PodKey{"ml", "nb3"}] = []GPU{{ID: "GPU-c", MaxPercent: NotEvidence}}
+				wantDropped = map[PodKey]int{{"ml", "nb2"}: 1}
+			}
+			require.Equal(t, wantPods, got.Pods)
+			require.Equal(t, wantDropped, got.Dropped)
 		})
 	}
 

@@ -209,7 +209,10 @@ func decode(q Query, vec model.Vector, now time.Time, buckets bool) Result {
 		pod := PodKey{Namespace: string(ns), Name: string(name)}
 		v := float64(s.Value)
 		uuid := s.Metric[labelUUID]
-		if uuid == "" || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		// A bucket that is not evidence in the window makes the maximum
+		// NotEvidence or more.
+		notEvidence := buckets && v >= NotEvidence
+		if uuid == "" || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || notEvidence {
 			if dropped == nil {
 				dropped = make(map[PodKey]int)
 			}

@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -100,7 +101,16 @@ func TestJanitorGPUBucketRules(t *testing.T) {
 					return
 				}
 				require.Equal(t, []string{string(m)}, names)
-				require.Len(t, rangeRef.FindAllString(r.Expr, -1), 1, "one read of the raw series")
+				if kind == gpuutil.BucketEvidence {
+					// The bucket's maximum, its count against the bucket
+					// before's, its NaN test; the marker where it fails.
+					require.Contains(t, r.Expr, "[5m] offset 5m", "the bucket before")
+					require.Contains(t, r.Expr, fmt.Sprintf("or %d * group by (namespace, pod, UUID, GPU_I_ID)", gpuutil.NotEvidence),
+						"a bucket that is not evidence is gpuutil.NotEvidence")
+					require.Contains(t, r.Expr, ">= 0.8 * sum by", "80 % of the bucket before's samples")
+				} else {
+					require.Len(t, rangeRef.FindAllString(r.Expr, -1), 1, "one read of the raw series")
+				}
 				require.Contains(t, r.Expr, perGPUBy)
 				sel := regexp.MustCompile(string(m) + `\{([^}]*)\}`).FindStringSubmatch(r.Expr)
 				require.NotNil(t, sel, "%s without matchers", m)
