@@ -74,8 +74,41 @@
 //     matrix (a subquery at one-minute steps over 4h for 400,000 GPUs would
 //     hold 96 million points and exceed Prometheus' default query.max-samples).
 //
+// # Long windows: the recorded evidence
+//
+// A window of MinBucketWindow or more is read from the recording rules of
+// group BucketGroup (deploy/prometheus/prometheusrule.yaml), unless
+// Options.RawSeries. E is kubemedic:<m>:evidence_5m, per GPU and 5-minute
+// bucket its maximum in percent, or NotEvidence when the rules found the
+// bucket doubtful (a NaN, fewer than 80 % of the samples of the bucket
+// before it, or none before it); T is BucketTail; G is the group's
+// bucket_end_5m:
+//
+//	max by (k) (                                        the answer: the larger of
+//	    label_replace(max by (k) (max_over_time(E[W])), ...)    the buckets' maximum
+//	  or label_replace(max by (k) (max_over_time(M[T])), ...)   and the raw tail's
+//	)
+//	+ 0 * sum by (k) (sum_over_time(M[T]))              NaN when the tail holds one
+//	and max by (k) (last_over_time(E[T]))               a bucket recorded lately
+//	and sum by (k) (count_over_time(M[S]))              fresh
+//	or -1 * group by (k) (last_over_time(E[T]))         seen lately but failed a check
+//	or label_replace(count_over_time(G[W]), ...)        how many buckets the group made,
+//	or label_replace(min_over_time(G[W]), ...)          the oldest
+//	or label_replace(max_over_time(G[W]), ...)          and the newest
+//
+// Only E is read over the window: a selector costs about the same for
+// every series it visits in every block the window spans, whatever the
+// samples, so the rules judge each bucket and the query reads one series.
+// A maximum of NotEvidence or more is a doubtful bucket in the window; the
+// group's three numbers make every pod Unknown (Result.Err) when the group
+// is not installed, lags more than T, began inside the window or skipped
+// an evaluation (fewer ends than the span from the oldest to the newest
+// holds). Reach is how old a pod must be for all of it to lie after its
+// start.
+//
 // The decoder in Go then applies the last rules: a NaN, infinite or negative
-// value is dropped, GR_ENGINE_ACTIVE (a ratio) is converted to percent, and a
+// value (and, for the evidence, one of NotEvidence or more) is dropped,
+// GR_ENGINE_ACTIVE (a ratio) is converted to percent in the raw query, and a
 // series without a UUID is dropped because it cannot be told apart from the
 // pod's other GPUs.
 package gpuutil
