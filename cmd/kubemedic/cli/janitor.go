@@ -22,7 +22,7 @@ func newJanitorCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{Use: "janitor", Short: "Inspect the janitor's reclaim decisions"}
 	var (
 		kubeconfig, promURL, nowFlag, defaultChannel, selfNS string
-		noSlack                                              bool
+		noSlack, rawSeries                                   bool
 		staleness                                            time.Duration
 	)
 	plan := &cobra.Command{
@@ -57,7 +57,7 @@ Exit status: 0 when the plan ran, 1 for a failed API request, 2 for bad usage.`,
 				if err != nil {
 					return fmt.Errorf("--prometheus-url: %w", err)
 				}
-				src = gpuutil.NewPrometheus(promv1.NewAPI(c), gpuutil.Options{Staleness: staleness})
+				src = gpuutil.NewPrometheus(promv1.NewAPI(c), gpuutil.Options{Staleness: staleness, RawSeries: rawSeries})
 			}
 			return exitCode(runJanitorPlan(cmd.Context(), kubeconfig, src, now, !noSlack, defaultChannel, selfNS, stdout, stderr))
 		},
@@ -65,6 +65,7 @@ Exit status: 0 when the plan ran, 1 for a failed API request, 2 for bad usage.`,
 	plan.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; default $KUBECONFIG, then ~/.kube/config")
 	plan.Flags().StringVar(&promURL, "prometheus-url", "", "Prometheus HTTP API with dcgm-exporter's metrics; without it the idle rule is Unknown")
 	plan.Flags().DurationVar(&staleness, "metrics-staleness", 5*time.Minute, "as the janitor's --metrics-staleness")
+	plan.Flags().BoolVar(&rawSeries, "raw-gpu-series", false, "as the janitor's --raw-gpu-series: read windows of 30m or more from the raw series, not the recording rules")
 	plan.Flags().StringVar(&nowFlag, "now", "", "decide as at this RFC 3339 time instead of the current time")
 	plan.Flags().BoolVar(&noSlack, "no-slack", false, "decide as a janitor without a Slack token would")
 	plan.Flags().StringVar(&defaultChannel, "slack-default-channel", "", "as the janitor's --slack-default-channel")
