@@ -195,7 +195,7 @@ func compareRaw(ctx context.Context, c config, promURL string, rep *report) erro
 	return nil
 }
 
-// startTimes checks a sample of pods' start times took.
+// startTimes checks, on one pod, that the backdating took.
 func startTimes(ctx context.Context, cs kubernetes.Interface, w *world, since time.Time) error {
 	pod := w.pod(0)
 	got, err := cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
