@@ -19,7 +19,6 @@ import (
 	"github.com/kubemedic/kubemedic/internal/localcluster"
 	"github.com/kubemedic/kubemedic/internal/notify/notifytest"
 	"github.com/kubemedic/kubemedic/janitor/controller"
-	"github.com/kubemedic/kubemedic/janitor/decide"
 	"github.com/kubemedic/kubemedic/policies/v1alpha1"
 )
 
@@ -138,8 +137,7 @@ func TestReclaimLifecycle(t *testing.T) {
 	w.util(busy, 2, 80)
 	snoozeUntil := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	patchPod(t, w, dep, `{"metadata":{"annotations":{"kubemedic.io/reclaim-snooze-until":"`+snoozeUntil+`"}}}`)
-	n := w.notice(dep)
-	require.True(t, n.Noticed())
+	n := w.waitNoticed(dep)
 
 	// Results.
 	cancelled := w.waitMessage(busy, "Cancelled", 40*time.Second)
@@ -271,8 +269,7 @@ func TestSlackFailuresAndRestart(t *testing.T) {
 	notice := w.waitMessage(pod, "will be reclaimed", 40*time.Second)
 	require.Contains(t, notice.Text, "longer than the limit of 3s")
 	require.Equal(t, 3, w.slack.Calls(notifytest.MethodPostMessage), "429, 500, then the notice")
-	var n *decide.Notice
-	require.Eventually(t, func() bool { n = w.notice(pod); return n.Noticed() }, 10*time.Second, 100*time.Millisecond)
+	n := w.waitNoticed(pod)
 	j.stop()
 	j2 := w.janitor().start()
 	j2.waitCycles(3)

@@ -229,8 +229,7 @@ func TestReclaimFreesTheGPUForAWaitingPod(t *testing.T) {
 	require.Contains(t, notice.Text, "GPU utilisation at most 0% over the last 20s on 1 GPU")
 	require.Contains(t, notice.Text, "scale Deployment notebook to 0 replicas")
 	require.Contains(t, notice.Text, "kubectl annotate pod -n alice "+notebook.Name+" --overwrite kubemedic.io/reclaim-snooze-until=")
-	n := w.notice(notebook)
-	require.True(t, n.Noticed())
+	n := w.waitNoticed(notebook)
 	require.Equal(t, decide.RuleIdle, n.Rule)
 	// During the grace period nothing moves: the notebook keeps its GPU,
 	// bob keeps waiting.
@@ -352,8 +351,7 @@ func TestStuckPendingQuotesTheScheduler(t *testing.T) {
 	// What will be done, and when.
 	require.Contains(t, notice.Text, "will be reclaimed at ")
 	require.Contains(t, notice.Text, "delete Job big-train and its pods")
-	n := w.notice(pending)
-	require.True(t, n.Noticed())
+	n := w.waitNoticed(pending)
 	require.Equal(t, decide.RuleStuckPending, n.Rule)
 	require.Contains(t, notice.Text, n.Deadline.UTC().Format(time.RFC3339), "the notice names the deadline")
 	// How to stop it.

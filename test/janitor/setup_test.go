@@ -333,6 +333,17 @@ func (w *world) notice(pod *corev1.Pod) *decide.Notice {
 	return n
 }
 
+// waitNoticed waits until the pod's notice is recorded as sent and returns
+// it: the janitor records the deadline after Slack answered, so a test
+// that has just seen the message may read the pod before the record.
+func (w *world) waitNoticed(pod *corev1.Pod) *decide.Notice {
+	w.t.Helper()
+	var n *decide.Notice
+	require.Eventually(w.t, func() bool { n = w.notice(pod); return n.Noticed() }, 10*time.Second, 100*time.Millisecond,
+		"the notice of %s/%s is never recorded as sent", pod.Namespace, pod.Name)
+	return n
+}
+
 // events returns the notes of the Events about the object with the reason.
 func (w *world) events(obj client.Object, reason string) []string {
 	w.t.Helper()
