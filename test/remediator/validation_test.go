@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,7 +195,10 @@ func TestValidationGate(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, faults, "the failing GPU is in the node's GPU history, once: %+v", h.Entries)
-	require.Contains(t, eventReasons(t, env, "NodeOperation", op.Name), v1alpha1.ReasonValidationFailed)
+	// Events are written asynchronously by the recorder: wait for it.
+	require.Eventually(t, func() bool {
+		return slices.Contains(eventReasons(t, env, "NodeOperation", op.Name), v1alpha1.ReasonValidationFailed)
+	}, 10*time.Second, 100*time.Millisecond, "the NodeOperation's Events never hold %s", v1alpha1.ReasonValidationFailed)
 	// The drained pod's owner: told of the drain, then of the result, in
 	// its thread.
 	msgs := slack.WaitMessages(t, 2, 30*time.Second)
