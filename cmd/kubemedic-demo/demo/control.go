@@ -92,13 +92,7 @@ func (w *World) startControl() error {
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, "ok") })
 	mux.HandleFunc("POST /inject", func(rw http.ResponseWriter, r *http.Request) {
 		what, err := w.Inject(r.Context(), r.FormValue("fault"), r.FormValue("node"))
-		var bad *BadRequestError
-		switch {
-		case errors.As(err, &bad):
-			http.Error(rw, err.Error(), http.StatusBadRequest)
-			return
-		case err != nil:
-			http.Error(rw, err.Error(), http.StatusInternalServerError)
+		if httpError(rw, err) {
 			return
 		}
 		w.say("injected %s into node %s: %s", r.FormValue("fault"), r.FormValue("node"), what)
@@ -118,13 +112,7 @@ func (w *World) startControl() error {
 	})
 	mux.HandleFunc("POST /slack/press", func(rw http.ResponseWriter, r *http.Request) {
 		p, err := w.Press(r.Context(), PressRequest{Namespace: r.FormValue("namespace"), Pod: r.FormValue("pod"), Button: r.FormValue("button"), As: r.FormValue("as")})
-		var bad *BadRequestError
-		switch {
-		case errors.As(err, &bad):
-			http.Error(rw, err.Error(), http.StatusBadRequest)
-			return
-		case err != nil:
-			http.Error(rw, err.Error(), http.StatusInternalServerError)
+		if httpError(rw, err) {
 			return
 		}
 		_ = json.NewEncoder(rw).Encode(p)
@@ -224,3 +212,18 @@ var controlClient = &http.Client{Timeout: 30 * time.Second}
 
 // pressClient waits for a press's two waits (Press) and some.
 var pressClient = &http.Client{Timeout: 2*pressWait + 10*time.Second}
+
+// httpError answers err, if any: 400 for a BadRequestError, else 500. It
+// reports whether it answered.
+func httpError(rw http.ResponseWriter, err error) bool {
+	var bad *BadRequestError
+	switch {
+	case errors.As(err, &bad):
+		http.Error(rw, err.Error(), http.StatusBadRequest)
+	case err != nil:
+		http.Error(rw, err.Error(), http.StatusInternalServerError)
+	default:
+		return false
+	}
+	return true
+}
